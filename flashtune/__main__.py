@@ -1,0 +1,5 @@
+import sys
+
+from flashtune.cli import main
+
+sys.exit(main())

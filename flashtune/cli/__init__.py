@@ -1,0 +1,41 @@
+"""The ``flashtune`` command line (also ``python -m flashtune``).
+
+Each subcommand lives in its own module of this package and exposes ``register(subparsers)``;
+the table below is the whole list (no import-time registry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand name -> module (imported only when that subcommand runs or --help lists it)
+SUBCOMMANDS = {
+    "source": "flashtune.cli.source_cmd",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flashtune", description="Auto-tuned Triton softmax and attention kernels."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module_name in SUBCOMMANDS.items():
+        importlib.import_module(module_name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"flashtune {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

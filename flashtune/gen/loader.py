@@ -1,0 +1,78 @@
+"""Write rendered source to the cache folder atomically and import it from that file.
+
+Triton reads a kernel's source with ``inspect``, and tracebacks show file lines, so each variant
+lives in a real file: ``<cache>/kernels/<op>_<hash>.py``. Writes go to a temporary file in the
+same folder and are moved into place with ``os.replace``, so concurrent processes never see a
+half-written file. Each variant is imported once per process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from .. import paths
+from .render import RenderedVariant
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, str, bool], ModuleType] = {}
+
+
+def interpreter_mode() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def source_path(variant: RenderedVariant) -> Path:
+    return paths.kernel_dir() / f"{variant.module_name}.py"
+
+
+def write_source(variant: RenderedVariant) -> Path:
+    """Atomically write the variant's source (skipped when an identical file exists)."""
+    path = source_path(variant)
+    try:
+        if path.read_text(encoding="utf-8") == variant.source:
+            return path
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(variant.source)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise OSError(
+            f"flashtune cannot write generated kernels to {path.parent} ({err}); "
+            "set FLASHTUNE_CACHE_DIR to a writable folder"
+        ) from err
+    return path
+
+
+def load(variant: RenderedVariant) -> ModuleType:
+    """The imported module of a variant; rendered source is written and imported once."""
+    # The interpreter choice is made when @triton.jit runs, so it is part of the key.
+    key = (variant.module_name, str(paths.kernel_dir()), interpreter_mode())
+    module = _loaded.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _loaded.get(key)
+        if module is None:
+            path = write_source(variant)
+            name = f"flashtune_kernels.{variant.module_name}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            _loaded[key] = module
+    return module

@@ -1,0 +1,20 @@
+"""The op families flashtune knows, looked up by op name.
+
+An explicit table (not a hidden registry filled by imports): each family module lists its ops.
+"""
+
+from __future__ import annotations
+
+from . import softmax_space
+
+OPS = dict(softmax_space.OPS)
+
+# Template files whose content decides each op's kernels (for the cache key).
+TEMPLATE_FAMILIES = {name: softmax_space.TEMPLATE_FAMILY for name in softmax_space.OPS}
+
+
+def op_spec(op: str):
+    try:
+        return OPS[op]
+    except KeyError:
+        raise ValueError(f"unknown op {op!r}; expected one of {sorted(OPS)}") from None

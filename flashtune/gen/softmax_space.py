@@ -1,0 +1,177 @@
+"""The softmax op family: its ops, variant spaces, problem shapes and heuristic defaults.
+
+Ops: ``softmax`` and ``log_softmax`` forward, ``softmax_backward`` and ``log_softmax_backward``
+(dx from y and dy). Forward ops share one space, backward ops another (no exp form there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from .space import Config, Param, VariantSpace
+
+POW2 = lambda lo, hi: tuple(1 << i for i in range(lo.bit_length() - 1, hi.bit_length()))  # noqa: E731
+
+REGIMES = ("row", "online", "split")
+MAX_TILE = 65536  # elements held on chip by one program in the row regime
+MAX_CHUNK = 16384  # chunk size of the online and split loops
+
+
+def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
+    """Knobs a regime does not use are pinned, so no two configs render the same kernel."""
+    regime = cfg["regime"]
+    if regime != "row" and cfg["rows_per_program"] != 1:
+        return "rows_per_program must be 1 outside the row regime"
+    if regime == "split" and cfg["splits"] < 2:
+        return "the split regime needs splits >= 2"
+    if regime != "split" and cfg["splits"] != 1:
+        return "splits must be 1 outside the split regime"
+    if regime == "row":
+        if cfg["num_stages"] != 1:
+            return "the row regime has no loop to pipeline: num_stages must be 1"
+        if cfg["l2_hint"] or cfg["lane_stats"]:
+            return "l2_hint and lane_stats apply to chunk loops only (row regime: False)"
+    return None
+
+
+def _tile_fits(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] == "row":
+        if cfg["block"] * cfg["rows_per_program"] > MAX_TILE:
+            return f"block * rows_per_program must be <= {MAX_TILE}"
+    elif cfg["block"] > MAX_CHUNK:
+        return f"block must be <= {MAX_CHUNK} in the {cfg['regime']} regime"
+    return None
+
+
+def _threads_have_work(cfg: Mapping[str, Any]) -> str | None:
+    # Fewer elements than threads only replicates work: prune before compiling.
+    if cfg["num_warps"] * 32 > cfg["block"] * cfg["rows_per_program"]:
+        return "num_warps * 32 must not exceed the tile's element count"
+    return None
+
+
+_COMMON = (
+    Param("regime", str, REGIMES, "row", "row: whole row on chip; online: two-pass chunk scan; split: row over several programs"),
+    Param("block", int, POW2(16, MAX_TILE), 1024, "tile length along the row (power of two)"),
+    Param("rows_per_program", int, POW2(1, 64), 1, "rows per program (row regime)"),
+    Param("splits", int, POW2(1, 256), 1, "programs per row (split regime)"),
+    Param("num_warps", int, POW2(1, 32), 4, "warps per program"),
+    Param("num_stages", int, (1, 2, 3, 4), 1, "software pipelining depth of chunk loops"),
+    Param("lane_stats", bool, (False, True), False, "keep loop statistics per lane, reduce once at the end"),
+    Param("l2_hint", bool, (False, True), False, "evict_last on the first pass, evict_first on the last"),
+)
+
+_CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
+
+FORWARD_SPACE = VariantSpace(
+    "softmax_fwd",
+    _COMMON + (Param("exp2", bool, (False, True), True, "exp(x) as exp2(x * log2 e)"),),
+    _CONSTRAINTS,
+)
+BACKWARD_SPACE = VariantSpace("softmax_bwd", _COMMON, _CONSTRAINTS)
+
+
+@dataclass(frozen=True)
+class SoftmaxOp:
+    name: str
+    log: bool
+    direction: str  # "fwd" | "bwd"
+
+    @property
+    def space(self) -> VariantSpace:
+        return FORWARD_SPACE if self.direction == "fwd" else BACKWARD_SPACE
+
+    def template(self, regime: str) -> str:
+        prefix = "softmax" if self.direction == "fwd" else "softmax_bwd"
+        return f"{prefix}_{regime}.py.jinja"
+
+
+OPS = {
+    op.name: op
+    for op in (
+        SoftmaxOp("softmax", log=False, direction="fwd"),
+        SoftmaxOp("log_softmax", log=True, direction="fwd"),
+        SoftmaxOp("softmax_backward", log=False, direction="bwd"),
+        SoftmaxOp("log_softmax_backward", log=True, direction="bwd"),
+    )
+}
+
+TEMPLATE_FAMILY = ("_softmax_common.py.jinja", "_softmax_bwd_common.py.jinja") + tuple(
+    f"{prefix}_{regime}.py.jinja" for prefix in ("softmax", "softmax_bwd") for regime in REGIMES
+)
+
+
+@dataclass(frozen=True)
+class SoftmaxProblem:
+    """What a softmax kernel is asked to do: a (rows, cols) view and its dtype name."""
+
+    n_rows: int
+    n_cols: int
+    dtype: str  # "float16" | "bfloat16" | "float32"
+
+
+def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
+    """Cache-key fields of a problem: rows and columns rounded up to powers of two.
+
+    Every config that fits a bucket's largest problem fits all its problems (the row regime
+    needs block >= n_cols, and n_cols <= the columns bucket).
+    """
+    return {"rows_bucket": _next_pow2(problem.n_rows), "cols_bucket": _next_pow2(problem.n_cols)}
+
+
+def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
+    """Why a valid config cannot run this problem, or None if it can."""
+    if config["regime"] == "row" and config["block"] < problem.n_cols:
+        return f"row regime with block {config['block']} cannot hold {problem.n_cols} columns"
+    if config["regime"] == "split" and config["splits"] * config["block"] > _next_pow2(problem.n_cols) * 2:
+        return "split regime with more segments than chunks of the row"
+    return None
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> Config:
+    """A heuristic config that runs this problem well enough without tuning."""
+    op = OPS[op] if isinstance(op, str) else op
+    elem_bytes = 4 if problem.dtype == "float32" else 2
+    n_cols = max(problem.n_cols, 1)
+    row_limit = 32768 if elem_bytes == 2 else 16384
+    raw: dict[str, Any]
+    if n_cols <= row_limit:
+        block = max(_next_pow2(n_cols), 16)
+        rows = max(1, min(64, 2048 // block, MAX_TILE // block))
+        # About 8 to 16 elements per thread.
+        warps = max(1, min(32, block * rows // 512))
+        raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
+                   num_warps=warps, num_stages=1, lane_stats=False, l2_hint=False)
+    elif problem.n_rows >= sm_count:
+        raw = dict(regime="online", block=4096, rows_per_program=1, splits=1,
+                   num_warps=8, num_stages=2, lane_stats=False, l2_hint=True)
+    else:
+        # Few rows, long rows: aim for about 4 programs per SM.
+        splits = 2
+        while splits < 256 and problem.n_rows * splits < 4 * sm_count and splits * 4096 * 2 <= n_cols:
+            splits *= 2
+        raw = dict(regime="split", block=4096, rows_per_program=1, splits=splits,
+                   num_warps=8, num_stages=2, lane_stats=False, l2_hint=True)
+        if problem_misfit(op.space.complete(raw), problem):
+            raw["splits"] = 2
+            raw["block"] = 1024
+    if op.direction == "fwd":
+        raw["exp2"] = True
+    return op.space.validate(raw)
+
+
+def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
+    """EXHAUSTIVE set for one problem: every config of the space that can run it."""
+    op = OPS[op] if isinstance(op, str) else op
+    row_block = max(16, _next_pow2(problem.n_cols))
+    for config in op.space.exhaustive():
+        if problem_misfit(config, problem) is not None:
+            continue
+        if config["regime"] == "row" and config["block"] != row_block:
+            continue  # a larger tile than the row only adds masked lanes
+        yield config

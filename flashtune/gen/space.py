@@ -1,0 +1,163 @@
+"""Declarative variant spaces and the validation that guards the renderer.
+
+A *variant space* lists every tunable of one op family with its allowed values. A *config* is a
+mapping from tunable name to a value. ``VariantSpace.validate`` is the only door from stored data
+(the SQL cache, JSON imports, the command line) to a template: it rejects unknown keys, missing
+keys, wrong types and values outside the space, and then checks the cross-parameter constraints.
+The renderer only ever sees the frozen ``Config`` it returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+
+class ConfigError(ValueError):
+    """A config does not belong to its variant space."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tunable: its name, the Python type of its values and the allowed values.
+
+    ``exhaustive`` lists every value the tuner may try; ``default`` is the value used when a
+    heuristic has nothing better to say. ``doc`` ends up in the template header and CLI help.
+    """
+
+    name: str
+    kind: type
+    exhaustive: tuple
+    default: Any
+    doc: str
+
+    def __post_init__(self) -> None:
+        for value in self.exhaustive:
+            if type(value) is not self.kind:
+                raise TypeError(f"param {self.name}: value {value!r} is not {self.kind.__name__}")
+        if self.default not in self.exhaustive:
+            raise ValueError(f"param {self.name}: default {self.default!r} not in its values")
+
+    def check(self, value: Any) -> Any:
+        # bool is a subclass of int: an exact type check keeps True from passing as block=1.
+        if type(value) is not self.kind:
+            raise ConfigError(
+                f"{self.name} must be of type {self.kind.__name__}, got {type(value).__name__} "
+                f"({value!r})"
+            )
+        if value not in self.exhaustive:
+            raise ConfigError(f"{self.name}={value!r} is outside the space {list(self.exhaustive)}")
+        return value
+
+
+class Config(Mapping[str, Any]):
+    """A validated, immutable, hashable config. Only ``VariantSpace.validate`` makes these."""
+
+    __slots__ = ("space_name", "_items")
+
+    def __init__(self, space_name: str, items: Iterable[tuple[str, Any]], _token: object = None):
+        if _token is not _MAKE_TOKEN:
+            raise TypeError("Config objects come from VariantSpace.validate(), not direct calls")
+        self.space_name = space_name
+        self._items = tuple(sorted(items))
+
+    def __getitem__(self, key: str) -> Any:
+        for name, value in self._items:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash((self.space_name, self._items))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Config)
+            and other.space_name == self.space_name
+            and other._items == self._items
+        )
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._items)
+        return f"Config({self.space_name}: {inner})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._items)
+
+
+_MAKE_TOKEN = object()
+
+# A constraint returns None when the config is fine, else a message saying what is wrong.
+Constraint = Callable[[Mapping[str, Any]], "str | None"]
+
+
+@dataclass(frozen=True)
+class VariantSpace:
+    """All tunables of one op family plus the constraints that tie them together."""
+
+    name: str
+    params: tuple[Param, ...]
+    constraints: tuple[Constraint, ...] = ()
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def validate(self, raw: Mapping[str, Any]) -> Config:
+        """Check ``raw`` against the space; return a frozen Config or raise ConfigError."""
+        if isinstance(raw, Config):
+            if raw.space_name != self.name:
+                raise ConfigError(f"config belongs to space {raw.space_name!r}, not {self.name!r}")
+            return raw
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"config must be a mapping, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(self.names), key=str)
+        if unknown:
+            raise ConfigError(f"unknown keys {unknown} for space {self.name!r}; known: {list(self.names)}")
+        missing = [n for n in self.names if n not in raw]
+        if missing:
+            raise ConfigError(f"missing keys {missing} for space {self.name!r}")
+        items = [(p.name, p.check(raw[p.name])) for p in self.params]
+        as_dict = dict(items)
+        for constraint in self.constraints:
+            problem = constraint(as_dict)
+            if problem:
+                raise ConfigError(f"{self.name}: {problem}")
+        return Config(self.name, items, _MAKE_TOKEN)
+
+    def complete(self, partial: Mapping[str, Any]) -> Config:
+        """Fill unspecified tunables with their defaults, then validate."""
+        raw = {p.name: p.default for p in self.params}
+        raw.update(partial)
+        return self.validate(raw)
+
+    def is_valid(self, raw: Mapping[str, Any]) -> bool:
+        try:
+            self.validate(raw)
+        except ConfigError:
+            return False
+        return True
+
+    def exhaustive(self) -> Iterator[Config]:
+        """Every config of the space that meets the constraints."""
+        for values in itertools.product(*(p.exhaustive for p in self.params)):
+            raw = dict(zip(self.names, values))
+            if all(c(raw) is None for c in self.constraints):
+                yield Config(self.name, raw.items(), _MAKE_TOKEN)
+
+    def describe(self) -> str:
+        """One line per tunable, for template headers and CLI help."""
+        return "\n".join(f"{p.name}: {p.doc} (one of {list(p.exhaustive)})" for p in self.params)

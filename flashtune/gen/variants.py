@@ -1,0 +1,57 @@
+"""From (op, raw config) to a runnable kernel: validate, render, write, load, launch.
+
+Tests, the tuner and the dispatcher all go through ``run_variant``.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any, Mapping
+
+import torch
+
+from . import loader, render
+from .registry import TEMPLATE_FAMILIES, op_spec
+from .space import Config
+
+
+def validate_config(op: str, raw: Mapping[str, Any]) -> Config:
+    """The only door from stored or typed-in data to a template (raises ConfigError)."""
+    return op_spec(op).space.validate(raw)
+
+
+def render_variant(op: str, config: Mapping[str, Any]) -> render.RenderedVariant:
+    spec = op_spec(op)
+    config = spec.space.validate(config)
+    return _render_cached(op, config)
+
+
+@functools.lru_cache(maxsize=4096)
+def _render_cached(op: str, config: Config) -> render.RenderedVariant:
+    spec = op_spec(op)
+    extra = {"log": spec.log, "direction": spec.direction}
+    return render.render(spec.template(config["regime"]), op, config, extra)
+
+
+def load_variant(op: str, config: Mapping[str, Any]) -> ModuleType:
+    """The imported module of a variant (rendered and loaded once per process)."""
+    return loader.load(render_variant(op, config))
+
+
+def source_path(op: str, config: Mapping[str, Any]):
+    return loader.source_path(render_variant(op, config))
+
+
+@functools.lru_cache(maxsize=None)
+def template_family_hash(op: str) -> str:
+    op_spec(op)
+    return render.template_family_hash(TEMPLATE_FAMILIES[op])
+
+
+def run_variant(op: str, config: Mapping[str, Any], *tensors: torch.Tensor) -> None:
+    """Launch one variant on prepared 2-D tensors (outputs last), e.g. (x, y) for a forward.
+
+    No shape handling here: see ``flashtune.gen.softmax_ops`` for the user-facing wrappers.
+    """
+    load_variant(op, config).launch(*tensors)

@@ -1,0 +1,1 @@
+"""Jinja templates of Triton source (``*.py.jinja``), loaded with importlib.resources."""
