@@ -12,7 +12,13 @@ import sys
 
 # subcommand name -> module (imported only when that subcommand runs or --help lists it)
 SUBCOMMANDS = {
+    "tune": "flashtune.cli.tune_cmd",
+    "show": "flashtune.cli.show_cmd",
     "source": "flashtune.cli.source_cmd",
+    "env": "flashtune.cli.env_cmd",
+    "export": "flashtune.cli.export_cmd",
+    "import": "flashtune.cli.import_cmd",
+    "clear": "flashtune.cli.clear_cmd",
 }
 
 
@@ -23,7 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module_name in SUBCOMMANDS.items():
-        importlib.import_module(module_name).register(sub)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:
+                raise
+            continue  # subcommand not built yet (work in progress; tests check the full set)
+        module.register(sub)
     return parser
 
 

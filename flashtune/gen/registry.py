@@ -1,6 +1,8 @@
 """The op families flashtune knows, looked up by op name.
 
 An explicit table (not a hidden registry filled by imports): each family module lists its ops.
+An op spec provides ``space`` (its VariantSpace), ``family`` (a name), ``template(config)`` (the
+template file for a validated config) and ``render_context()`` (op-level template variables).
 """
 
 from __future__ import annotations

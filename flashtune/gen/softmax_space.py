@@ -82,9 +82,16 @@ class SoftmaxOp:
     def space(self) -> VariantSpace:
         return FORWARD_SPACE if self.direction == "fwd" else BACKWARD_SPACE
 
-    def template(self, regime: str) -> str:
+    family = "softmax"
+
+    def template(self, config: Mapping[str, Any]) -> str:
+        """The template file that renders this op with this (validated) config."""
         prefix = "softmax" if self.direction == "fwd" else "softmax_bwd"
-        return f"{prefix}_{regime}.py.jinja"
+        return f"{prefix}_{config['regime']}.py.jinja"
+
+    def render_context(self) -> dict[str, Any]:
+        """Op-level template variables (besides the config's tunables)."""
+        return {"log": self.log, "direction": self.direction}
 
 
 OPS = {

@@ -30,8 +30,7 @@ def render_variant(op: str, config: Mapping[str, Any]) -> render.RenderedVariant
 @functools.lru_cache(maxsize=4096)
 def _render_cached(op: str, config: Config) -> render.RenderedVariant:
     spec = op_spec(op)
-    extra = {"log": spec.log, "direction": spec.direction}
-    return render.render(spec.template(config["regime"]), op, config, extra)
+    return render.render(spec.template(config), op, config, spec.render_context())
 
 
 def load_variant(op: str, config: Mapping[str, Any]) -> ModuleType:
