@@ -37,8 +37,8 @@ def write_source(variant: RenderedVariant) -> Path:
     try:
         if path.read_text(encoding="utf-8") == variant.source:
             return path
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: (re)write it below, which reports a real problem
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)

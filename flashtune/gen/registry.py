@@ -7,12 +7,14 @@ template file for a validated config) and ``render_context()`` (op-level templat
 
 from __future__ import annotations
 
-from . import softmax_space
+from . import attention_space, softmax_space
 
 OPS = dict(softmax_space.OPS)
+OPS.update(attention_space.OPS)
 
 # Template files whose content decides each op's kernels (for the cache key).
 TEMPLATE_FAMILIES = {name: softmax_space.TEMPLATE_FAMILY for name in softmax_space.OPS}
+TEMPLATE_FAMILIES.update({name: attention_space.TEMPLATE_FAMILY for name in attention_space.OPS})
 
 
 def op_spec(op: str):

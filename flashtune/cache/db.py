@@ -1,0 +1,252 @@
+"""``TuneDB``: the tuner's read/write access to winners and trials.
+
+Every write is one short upsert in its own transaction. Every failure of the database itself
+(missing folder, not a database, locked, foreign layout) is raised as CacheError.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import Table, and_, delete, or_, select, type_coerce
+from sqlalchemy import String
+from sqlalchemy.engine import Connection
+
+from .engine import (CACHE_FAILURES, display, explain, lock_schema, make_engine, reading,
+                     resolve_url, sqlite_file, writing)
+from .errors import CacheError, CacheWarning
+from .keys import DeviceInfo, ProblemKey
+from .models import KEY_COLUMNS, TrialRow, WinnerRow
+from .records import (Trial, Winner, check_family_hash, check_ms, check_timing, check_trials,
+                      config_json, describe_row, now_utc, trial_from_row, winner_from_row)
+from .schema import SchemaProblem, other_versions_note, prepare
+from .warn import warn_once
+
+WINNERS: Table = WinnerRow.__table__
+TRIALS: Table = TrialRow.__table__
+MAX_ERROR_CHARS = 4000  # a compiler traceback is kept, a runaway one is cut
+
+
+class TuneDB:
+    """Winners and trials in one database (default: an SQLite file in the cache folder)."""
+
+    def __init__(self, url: Any = None, *, timeout: float = 30.0):
+        if type(timeout) not in (int, float) or not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self._url = resolve_url(url)
+        self._where = display(self._url)
+        self._timeout = float(timeout)
+        path = sqlite_file(self._url)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise CacheError(f"cannot create the folder of the winner database {path}: "
+                                 f"{err.strerror or err}. Set FLASHTUNE_DB or FLASHTUNE_CACHE_DIR "
+                                 "to a writable place.") from None
+        self._engine = make_engine(self._url, self._timeout)
+        try:
+            with self._guard("opening"), writing(self._engine) as conn:
+                lock_schema(conn)
+                others = prepare(conn, create=True)
+        except SchemaProblem as err:
+            self._engine.dispose()
+            raise CacheError(f"{self._where}: {err}. Set FLASHTUNE_DB to another database.") from None
+        except CacheError:
+            self._engine.dispose()
+            raise
+        if others:
+            warn_once(self._where, "other-schema", f"{self._where}: {other_versions_note(others)}")
+
+    @property
+    def url(self) -> str:
+        """The database URL as given (may hold a password; messages show a masked form)."""
+        return self._url.render_as_string(hide_password=False)
+
+    def __repr__(self) -> str:
+        return f"TuneDB({self._where!r})"
+
+    def __enter__(self) -> "TuneDB":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def record_trial(self, device: DeviceInfo, family_hash: str, key: ProblemKey, config: Any, *,
+                     median_ms: float | None = None, p20_ms: float | None = None,
+                     p80_ms: float | None = None, error: str | None = None) -> None:
+        """Store one measurement (error=None: status "ok" and median_ms required; else "failed").
+        A config measured again replaces its earlier measurement."""
+        values = _key_values(device, family_hash, key)
+        values["config"] = config_json(key.op, config)
+        if error is None:
+            if p20_ms is None or p80_ms is None:
+                median = check_ms("median_ms", median_ms)
+                p20 = check_ms("p20_ms", p20_ms, optional=True)
+                p80 = check_ms("p80_ms", p80_ms, optional=True)
+            else:
+                median, p20, p80 = check_timing(median_ms, p20_ms, p80_ms)
+            status = "ok"
+        else:
+            if type(error) is not str:
+                raise TypeError(f"error must be a str or None, got {type(error).__name__}")
+            median = check_ms("median_ms", median_ms, optional=True)
+            p20 = check_ms("p20_ms", p20_ms, optional=True)
+            p80 = check_ms("p80_ms", p80_ms, optional=True)
+            status, error = "failed", error[:MAX_ERROR_CHARS]
+        values.update(status=status, median_ms=median, p20_ms=p20, p80_ms=p80, error=error,
+                      measured_at=now_utc())
+        insert = _insert(self._engine.dialect.name, TRIALS).values(values)
+        statement = insert.on_conflict_do_update(
+            index_elements=[c.name for c in TRIALS.primary_key],
+            set_={name: insert.excluded[name] for name in _non_key(TRIALS)},
+        )
+        with self._guard("recording a trial"), writing(self._engine) as conn:
+            conn.execute(statement)
+
+    def upsert_winner(self, device: DeviceInfo, family_hash: str, key: ProblemKey, config: Any, *,
+                      median_ms: float, p20_ms: float, p80_ms: float, trials: int) -> bool:
+        """Store a winner unless the stored one is faster; True if this one is stored now.
+
+        Equal medians: the smaller canonical config JSON wins, whatever the insertion order.
+        """
+        from .. import __version__
+
+        values = _key_values(device, family_hash, key)
+        median, p20, p80 = check_timing(median_ms, p20_ms, p80_ms)
+        values.update(config=config_json(key.op, config), median_ms=median, p20_ms=p20,
+                      p80_ms=p80, trials=check_trials(trials), flashtune_version=__version__,
+                      tuned_at=now_utc())
+        with self._guard("storing a winner"), writing(self._engine) as conn:
+            return self._upsert_winner(conn, values)
+
+    def _upsert_winner(self, conn: Connection, values: dict[str, Any]) -> bool:
+        insert = _insert(conn.dialect.name, WINNERS).values(values)
+        new, old = insert.excluded, WINNERS.c
+        better = or_(new.median_ms < old.median_ms,
+                     and_(new.median_ms == old.median_ms, new.config < old.config))
+        statement = insert.on_conflict_do_update(
+            index_elements=list(KEY_COLUMNS),
+            set_={name: new[name] for name in _non_key(WINNERS)},
+            where=better,
+        )
+        # rowcount: 1 when inserted or replaced, 0 when the stored winner stayed
+        return conn.execute(statement).rowcount == 1
+
+    def clear(self, device: DeviceInfo | None = None) -> int:
+        """Delete winners and trials (of one device, or all); return the winners deleted."""
+        with self._guard("clearing"), writing(self._engine) as conn:
+            conn.execute(delete(TRIALS).where(*device_filter(TRIALS, device)))
+            return conn.execute(delete(WINNERS).where(*device_filter(WINNERS, device))).rowcount
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def winner(self, device: DeviceInfo, family_hash: str, key: ProblemKey) -> Winner | None:
+        found = self._read(WINNERS, _match(WINNERS, _key_values(device, family_hash, key)),
+                           winner_from_row, "winner")
+        return found[0] if found else None
+
+    def winners(self, device: DeviceInfo | None = None) -> list[Winner]:
+        """All valid winners (of one device); invalid rows are skipped with one warning."""
+        return self._read(WINNERS, device_filter(WINNERS, device), winner_from_row, "winner")
+
+    def trials(self, device: DeviceInfo, family_hash: str, key: ProblemKey) -> list[Trial]:
+        return self._read(TRIALS, _match(TRIALS, _key_values(device, family_hash, key)),
+                          trial_from_row, "trial")
+
+    def _read(self, table: Table, where: list, convert: Callable, what: str) -> list:
+        with self._guard(f"reading {what}s"), reading(self._engine) as conn:
+            rows = conn.execute(select_rows(table).where(*where).order_by(*table.primary_key)).all()
+        good, bad = convert_rows(rows, convert)
+        if bad:
+            message = (f"{self._where}: skipped {len(bad)} invalid {what} row(s) (edited outside "
+                       f"flashtune?): " + "; ".join(bad[:5]))
+            warnings.warn(message, CacheWarning, stacklevel=3)
+        return good
+
+    # -- JSON transfer -----------------------------------------------------------------------
+
+    def export_json(self, path: Any, device: DeviceInfo | None = None) -> int:
+        from .transfer import export_winners
+
+        return export_winners(self.winners(device), path)
+
+    def import_json(self, path: Any) -> int:
+        """Validate every row of the file, then store them (faster-wins rule); return how many
+        rows were stored. A bad row rejects the whole file (ValueError naming the row)."""
+        from .transfer import load_winners
+
+        rows = load_winners(path)
+        with self._guard("importing"), writing(self._engine) as conn:
+            return sum(self._upsert_winner(conn, values) for values in rows)
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except CacheError:
+            raise
+        except CACHE_FAILURES as err:
+            raise CacheError(f"flashtune winner database: {what} failed: "
+                             f"{explain(err, self._url, self._timeout)}") from err
+
+
+def select_rows(table: Table):
+    """All columns; timestamps fetched untyped so one tampered value spoils only its row."""
+    stamp = "tuned_at" if "tuned_at" in table.c else "measured_at"
+    return select(*(type_coerce(c, String).label(c.name) if c.name == stamp else c
+                    for c in table.columns))
+
+
+def convert_rows(rows: list, convert: Callable) -> tuple[list, list[str]]:
+    good, bad = [], []
+    for row in rows:
+        try:
+            good.append(convert(row))
+        except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
+            bad.append(f"{describe_row(row)}: {err}")
+    return good, bad
+
+
+def _key_values(device: Any, family_hash: Any, key: Any) -> dict[str, Any]:
+    if not isinstance(device, DeviceInfo):
+        raise TypeError(f"device must be a DeviceInfo, got {type(device).__name__}")
+    if not isinstance(key, ProblemKey):
+        raise TypeError(f"key must be a ProblemKey, got {type(key).__name__}")
+    return {"device_name": device.name, "capability": device.capability,
+            "sm_count": device.sm_count, "triton_version": device.triton_version,
+            "family_hash": check_family_hash(family_hash), "op": key.op, "dtype": key.dtype,
+            "bucket": key.bucket_json()}
+
+
+def _match(table: Table, values: dict[str, Any]) -> list:
+    return [table.c[name] == value for name, value in values.items()]
+
+
+def device_filter(table: Table, device: DeviceInfo | None) -> list:
+    if device is None:
+        return []
+    if not isinstance(device, DeviceInfo):
+        raise TypeError(f"device must be a DeviceInfo or None, got {type(device).__name__}")
+    return _match(table, {"device_name": device.name, "capability": device.capability,
+                          "sm_count": device.sm_count, "triton_version": device.triton_version})
+
+
+def _insert(dialect: str, table: Table):
+    """The dialect's INSERT, which knows ON CONFLICT (imported on use: only one is needed)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)
+
+
+def _non_key(table: Table) -> list[str]:
+    return [c.name for c in table.columns if not c.primary_key]

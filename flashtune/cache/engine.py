@@ -1,0 +1,145 @@
+"""Opening the database: URL resolution, SQLite connection settings, write transactions and
+turning driver errors into messages a user can act on.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from .errors import CacheError
+
+DB_ENV = "FLASHTUNE_DB"
+DB_FILE = "tuned.sqlite"
+SUPPORTED = ("sqlite", "postgresql")
+_WRITE = "flashtune_write"  # execution option: this transaction will write
+# Key of the PostgreSQL advisory lock that serializes table creation between processes.
+_PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
+
+
+def resolve_url(url: str | os.PathLike | URL | None) -> URL:
+    """Explicit argument, else $FLASHTUNE_DB, else an SQLite file in the cache folder.
+
+    A value without "://" is taken as the path of an SQLite file.
+    """
+    if url is None:
+        url = os.environ.get(DB_ENV) or None
+    if url is None:
+        from ..paths import cache_dir
+
+        return URL.create("sqlite", database=str(cache_dir() / DB_FILE))
+    if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
+        return URL.create("sqlite", database=str(Path(url).expanduser()))
+    if not isinstance(url, (str, URL)):
+        raise TypeError(f"url must be a str, path or sqlalchemy URL, got {type(url).__name__}")
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise ValueError(f"url: not an SQLAlchemy database URL: {err}") from None
+    if parsed.get_backend_name() not in SUPPORTED:
+        raise ValueError(f"url: backend {parsed.get_backend_name()!r} is not supported; "
+                         f"flashtune stores winners in {' or '.join(SUPPORTED)}")
+    return parsed
+
+
+def display(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file of an SQLite URL, None for in-memory databases and other backends."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def make_engine(url: URL, timeout: float) -> Engine:
+    """An engine whose connections wait up to ``timeout`` seconds for locks / the server."""
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        # sqlite3's timeout is SQLite's busy timeout: a writer waits for another one.
+        engine = create_engine(url, connect_args={"timeout": timeout})
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    connect_args: dict[str, Any] = {}
+    if url.get_driver_name() in ("psycopg2", "psycopg"):
+        connect_args["connect_timeout"] = max(1, int(timeout))
+    try:
+        return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    except ModuleNotFoundError as err:
+        raise CacheError(f"{display(url)}: the database driver is not installed ({err}); for "
+                         "PostgreSQL: pip install psycopg2-binary") from None
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # We emit BEGIN ourselves (see _sqlite_on_begin); sqlite3's own handling would not let a
+    # writer take the write lock up front.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # WAL: readers never wait for a writer; NORMAL: fsync at checkpoints only, still safe
+        # against corruption in WAL mode (a power cut can lose the last few winners, no more).
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    # A writing transaction takes the write lock at BEGIN, so the busy timeout applies; a
+    # deferred one that upgrades from read to write can fail with "locked" without waiting.
+    if conn.get_execution_options().get(_WRITE):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """One short write transaction (committed on success, rolled back on error)."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE: True})
+        with conn.begin():
+            yield conn
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    with engine.connect() as conn:
+        with conn.begin():
+            yield conn
+
+
+def lock_schema(conn: Connection) -> None:
+    """Serialize table creation between processes (SQLite: BEGIN IMMEDIATE already does)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
+
+
+def explain(err: BaseException, url: URL, timeout: float) -> str:
+    """A message saying what is wrong with the database and what to do about it."""
+    where = display(url)
+    orig = getattr(err, "orig", None) or err  # the driver's own message, without SQL echo
+    lines = str(orig).strip().splitlines()
+    text = lines[0] if lines else type(orig).__name__
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered:
+        return (f"{where} is not a readable SQLite database (corrupt, or another kind of "
+                f"file): {text}. Move it away or set {DB_ENV} to another database.")
+    if "locked" in lowered or "busy" in lowered:
+        return (f"{where} is locked by another process (waited {timeout:g} s): {text}. "
+                "Retry when the other tuning run is done.")
+    if "unable to open database file" in lowered or "readonly" in lowered:
+        return (f"cannot open or write {where}: its folder is missing or not writable "
+                f"({text}). Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place.")
+    return f"{where}: {type(err).__name__}: {text}"
+
+
+CACHE_FAILURES = (SQLAlchemyError, OSError)

@@ -1,0 +1,157 @@
+"""What readers get back (plain dataclasses) and the checks every stored value passes.
+
+Configs are checked with ``flashtune.gen.validate_config`` on the way in and again on the way
+out: a row edited behind flashtune's back never reaches a template.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .keys import DeviceInfo, ProblemKey, canonical_json
+
+
+@dataclass(frozen=True)
+class Winner:
+    device: DeviceInfo
+    family_hash: str
+    key: ProblemKey
+    config: dict
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    trials: int
+    flashtune_version: str
+    tuned_at: datetime
+
+
+@dataclass(frozen=True)
+class Trial:
+    device: DeviceInfo
+    family_hash: str
+    key: ProblemKey
+    config: dict
+    status: str  # "ok" | "failed"
+    median_ms: float | None
+    p20_ms: float | None
+    p80_ms: float | None
+    error: str | None
+    measured_at: datetime
+
+
+def validated_config(op: str, config: Any) -> dict[str, Any]:
+    """The config as a plain dict after the variant space accepted it (ValueError if not)."""
+    # Imported here: flashtune.gen pulls in torch, and importing flashtune.cache must not.
+    from ..gen import validate_config
+
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    return validate_config(op, config).as_dict()
+
+
+def config_json(op: str, config: Any) -> str:
+    return canonical_json(validated_config(op, config))
+
+
+def check_family_hash(value: Any) -> str:
+    if type(value) is not str or not value or len(value) > 128:
+        raise TypeError(f"family_hash must be a non-empty str of at most 128 characters, got {value!r}")
+    return value
+
+
+def check_ms(name: str, value: Any, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    # bool is an int: refuse it explicitly; a time is a positive finite number
+    if type(value) is bool or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of milliseconds, got {type(value).__name__} ({value!r})")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be a finite time > 0 ms, got {value!r}")
+    return value
+
+
+def check_timing(median_ms: Any, p20_ms: Any, p80_ms: Any) -> tuple[float, float, float]:
+    median = check_ms("median_ms", median_ms)
+    p20 = check_ms("p20_ms", p20_ms)
+    p80 = check_ms("p80_ms", p80_ms)
+    if not p20 <= median <= p80:
+        raise ValueError(f"expected p20_ms <= median_ms <= p80_ms, got {p20} / {median} / {p80}")
+    return median, p20, p80
+
+
+def check_trials(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError(f"trials must be an int, got {type(value).__name__} ({value!r})")
+    if value < 1:
+        raise ValueError(f"trials must be >= 1, got {value}")
+    return value
+
+
+def utc(moment: Any) -> datetime:
+    """A stored timestamp as an aware UTC datetime.
+
+    Reads fetch timestamps untyped (SQLite hands back text, PostgreSQL a datetime), so a
+    tampered value fails here, for its row only, not inside the driver for the whole query.
+    """
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if not isinstance(moment, datetime):
+        raise TypeError(f"expected a timestamp, got {type(moment).__name__} ({moment!r})")
+    if moment.tzinfo is None:  # everything is stored as UTC
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _device_of(row: Any) -> DeviceInfo:
+    return DeviceInfo(row.device_name, row.capability, row.sm_count, row.triton_version)
+
+
+def _key_of(row: Any) -> ProblemKey:
+    bucket = json.loads(row.bucket)
+    if not isinstance(bucket, dict):
+        raise TypeError(f"bucket must be a JSON object, got {row.bucket!r}")
+    return ProblemKey.make(row.op, row.dtype, bucket)
+
+
+def _stored_config(row: Any) -> dict[str, Any]:
+    if type(row.config) is not str:
+        raise TypeError(f"config must be JSON text, got {type(row.config).__name__}")
+    return validated_config(row.op, json.loads(row.config))
+
+
+def winner_from_row(row: Any) -> Winner:
+    """A Winner from a database row; raises (ValueError/TypeError) on anything tampered."""
+    median, p20, p80 = check_timing(row.median_ms, row.p20_ms, row.p80_ms)
+    if type(row.flashtune_version) is not str:
+        raise TypeError(f"flashtune_version must be text, got {row.flashtune_version!r}")
+    return Winner(_device_of(row), check_family_hash(row.family_hash), _key_of(row),
+                  _stored_config(row), median, p20, p80, check_trials(row.trials),
+                  row.flashtune_version, utc(row.tuned_at))
+
+
+def trial_from_row(row: Any) -> Trial:
+    if row.status not in ("ok", "failed"):
+        raise ValueError(f"status must be 'ok' or 'failed', got {row.status!r}")
+    if row.status == "ok":
+        median = check_ms("median_ms", row.median_ms)
+    else:
+        median = check_ms("median_ms", row.median_ms, optional=True)
+    return Trial(_device_of(row), check_family_hash(row.family_hash), _key_of(row),
+                 _stored_config(row), row.status, median,
+                 check_ms("p20_ms", row.p20_ms, optional=True),
+                 check_ms("p80_ms", row.p80_ms, optional=True),
+                 row.error if isinstance(row.error, str) else None, utc(row.measured_at))
+
+
+def describe_row(row: Any) -> str:
+    """Enough of a row's key to find it again in a warning."""
+    return f"{getattr(row, 'op', '?')} {getattr(row, 'dtype', '?')} {getattr(row, 'bucket', '?')}"

@@ -1,0 +1,77 @@
+"""The dispatcher's read of tuned winners: never raises, never creates anything.
+
+Whatever goes wrong (no database yet, a missing folder, a corrupt or locked file, another schema
+version, an unreachable server, tampered rows) is said once per process with a CacheWarning,
+and the dispatcher falls back to its heuristic defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .db import device_filter, convert_rows, select_rows
+from .engine import CACHE_FAILURES, display, explain, make_engine, reading, resolve_url, sqlite_file
+from .keys import DeviceInfo
+from .models import WinnerRow
+from .records import Winner, winner_from_row
+from .schema import SchemaProblem, other_versions_note, prepare
+from .warn import warn_once
+
+# A model should not hang on a busy database: wait briefly, then run untuned.
+RUNTIME_TIMEOUT_S = 2.0
+_FALLBACK = "flashtune uses its default kernels"
+
+
+def read_runtime_winners(device: DeviceInfo, url: Any = None) -> list[Winner]:
+    """Every valid winner of ``device``; [] with one warning on any trouble."""
+    try:
+        return _read(device, url)
+    except Exception as err:  # noqa: BLE001 - the user's model must never fail because of us
+        where = _where(url)
+        warn_once(where, "error", f"flashtune winner database {where} could not be read "
+                                  f"({type(err).__name__}: {err}); {_FALLBACK}")
+        return []
+
+
+def _read(device: DeviceInfo, url: Any) -> list[Winner]:
+    if not isinstance(device, DeviceInfo):
+        raise TypeError(f"device must be a DeviceInfo, got {type(device).__name__}")
+    resolved = resolve_url(url)
+    where = display(resolved)
+    path = sqlite_file(resolved)
+    if path is not None and not path.is_file():
+        # Connecting would create an empty file (and folders): a reader must not.
+        warn_once(where, "missing", f"no flashtune winner database at {path} (run `flashtune "
+                                    f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
+        return []
+    engine = make_engine(resolved, RUNTIME_TIMEOUT_S)
+    try:
+        table = WinnerRow.__table__
+        with reading(engine) as conn:
+            others = prepare(conn, create=False)
+            rows = conn.execute(select_rows(table).where(*device_filter(table, device))
+                                .order_by(*table.primary_key)).all()
+    except SchemaProblem as err:
+        warn_once(where, "schema", f"flashtune winner database {where}: {err}; {_FALLBACK}")
+        return []
+    except CACHE_FAILURES as err:
+        warn_once(where, "error", f"flashtune winner database could not be read: "
+                                  f"{explain(err, resolved, RUNTIME_TIMEOUT_S)}; {_FALLBACK}")
+        return []
+    finally:
+        engine.dispose()
+    if others:
+        warn_once(where, "other-schema", f"flashtune winner database {where}: "
+                                         f"{other_versions_note(others)}")
+    good, bad = convert_rows(rows, winner_from_row)
+    if bad:
+        warn_once(where, "invalid-rows", f"flashtune winner database {where}: skipped "
+                                         f"{len(bad)} invalid winner row(s): " + "; ".join(bad[:5]))
+    return good
+
+
+def _where(url: Any) -> str:
+    try:
+        return display(resolve_url(url))
+    except Exception:  # noqa: BLE001
+        return repr(url)

@@ -1,0 +1,69 @@
+"""Checking (and on the tuning path creating) this schema version's tables.
+
+Tables of other schema versions are never read or changed; their presence is reported once.
+A table with this version's name but another layout is an error: it was not written by us.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+from sqlalchemy.schema import CreateTable
+
+from .models import SCHEMA_VERSION, TABLES, VERSIONED_TABLE, WinnerRow
+
+
+class SchemaProblem(Exception):
+    """This version's tables are missing (reading) or laid out differently."""
+
+
+def other_versions(table_names: list[str]) -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    for name in sorted(table_names):
+        match = VERSIONED_TABLE.match(name)
+        if match and int(match.group(1)) != SCHEMA_VERSION:
+            found.setdefault(int(match.group(1)), []).append(name)
+    return found
+
+
+def other_versions_note(found: dict[int, list[str]]) -> str:
+    versions = ", ".join(f"v{v} ({', '.join(names)})" for v, names in sorted(found.items()))
+    return (f"it also holds tables of flashtune schema {versions}; this flashtune uses schema "
+            f"v{SCHEMA_VERSION} and leaves them alone (winners there are not used: re-tune)")
+
+
+def check_layout(conn: Connection, present: set[str]) -> None:
+    inspector = inspect(conn)
+    for table in TABLES:
+        if table.name not in present:
+            continue
+        have = {col["name"] for col in inspector.get_columns(table.name)}
+        want = {col.name for col in table.columns}
+        pk = inspector.get_pk_constraint(table.name).get("constrained_columns") or []
+        want_pk = [col.name for col in table.primary_key]
+        if have != want or sorted(pk) != sorted(want_pk):
+            missing, extra = sorted(want - have), sorted(have - want)
+            raise SchemaProblem(
+                f"table {table.name} does not have the schema v{SCHEMA_VERSION} layout "
+                f"(missing columns {missing}, unexpected columns {extra}, primary key {pk}); "
+                "it was not written by this flashtune version"
+            )
+
+
+def prepare(conn: Connection, *, create: bool) -> dict[int, list[str]]:
+    """Check this version's tables (creating missing ones if ``create``); return the tables of
+    other schema versions found. Raises SchemaProblem."""
+    names = inspect(conn).get_table_names()
+    present = {t.name for t in TABLES} & set(names)
+    check_layout(conn, present)
+    missing = [t for t in TABLES if t.name not in present]
+    if not create:  # a reader needs the winners table only
+        if WinnerRow.__tablename__ in present:
+            return other_versions(names)
+        others = other_versions(names)
+        raise SchemaProblem(f"it holds no flashtune schema v{SCHEMA_VERSION} winners table "
+                            "(nothing was tuned into it by this flashtune version)"
+                            + (f"; {other_versions_note(others)}" if others else ""))
+    for table in missing:
+        conn.execute(CreateTable(table, if_not_exists=True))
+    return other_versions(names)

@@ -1,0 +1,118 @@
+"""Winners to and from JSON files, to carry tuning results between machines.
+
+Import trusts nothing: every row must have exactly the expected fields with the expected types,
+and its config must pass the op's variant space (``gen.validate_config``). One bad row rejects
+the whole file with a message naming the row and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from .keys import DeviceInfo, ProblemKey
+from .models import SCHEMA_VERSION
+from .records import (Winner, check_family_hash, check_timing, check_trials, config_json, utc)
+
+FORMAT = "flashtune-winners"
+_ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
+               "p80_ms", "trials", "flashtune_version", "tuned_at"}
+_DEVICE_FIELDS = {"name", "capability", "sm_count", "triton_version"}
+_MAX_REPORTED = 20
+
+
+def winner_to_json(w: Winner) -> dict[str, Any]:
+    return {
+        "device": {"name": w.device.name, "capability": w.device.capability,
+                   "sm_count": w.device.sm_count, "triton_version": w.device.triton_version},
+        "family_hash": w.family_hash, "op": w.key.op, "dtype": w.key.dtype,
+        "bucket": w.key.bucket_dict(), "config": w.config, "median_ms": w.median_ms,
+        "p20_ms": w.p20_ms, "p80_ms": w.p80_ms, "trials": w.trials,
+        "flashtune_version": w.flashtune_version, "tuned_at": w.tuned_at.isoformat(),
+    }
+
+
+def export_winners(winners: Iterable[Winner], path: Any) -> int:
+    """Write the winners to ``path`` (atomically: a reader never sees half a file)."""
+    rows = [winner_to_json(w) for w in winners]
+    document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(rows)
+
+
+def load_winners(path: Any) -> list[dict[str, Any]]:
+    """The file's rows as database values, every one validated (ValueError otherwise)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a JSON file ({err})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a flashtune winners export (expected \"format\": \"{FORMAT}\")")
+    if document.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: written with winners schema version "
+                         f"{document.get('schema_version')!r}; this flashtune reads version "
+                         f"{SCHEMA_VERSION}")
+    rows = document.get("winners")
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: \"winners\" must be a list")
+    values, errors = [], []
+    for index, row in enumerate(rows):
+        try:
+            values.append(row_values(row))
+        except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
+            label = f"winners[{index}]"
+            if isinstance(row, dict):
+                label += f" ({row.get('op')!r} {row.get('dtype')!r} {row.get('bucket')!r})"
+            errors.append(f"{label}: {err}")
+    if errors:
+        more = len(errors) - _MAX_REPORTED
+        raise ValueError(f"{path}: rejected, {len(errors)} invalid row(s), nothing imported:\n  "
+                         + "\n  ".join(errors[:_MAX_REPORTED])
+                         + (f"\n  ... and {more} more" if more > 0 else ""))
+    return values
+
+
+def row_values(row: Any) -> dict[str, Any]:
+    """One exported row as database column values; raises on anything off."""
+    _exact_fields("row", row, _ROW_FIELDS)
+    device = row["device"]
+    _exact_fields("device", device, _DEVICE_FIELDS)
+    info = DeviceInfo(device["name"], device["capability"], device["sm_count"],
+                      device["triton_version"])
+    if not isinstance(row["bucket"], dict):
+        raise TypeError(f"bucket must be an object, got {type(row['bucket']).__name__}")
+    key = ProblemKey.make(row["op"], row["dtype"], row["bucket"])
+    median, p20, p80 = check_timing(row["median_ms"], row["p20_ms"], row["p80_ms"])
+    if type(row["flashtune_version"]) is not str or not row["flashtune_version"]:
+        raise TypeError(f"flashtune_version must be a non-empty str, got {row['flashtune_version']!r}")
+    if type(row["tuned_at"]) is not str:
+        raise TypeError(f"tuned_at must be an ISO 8601 str, got {row['tuned_at']!r}")
+    return {
+        "device_name": info.name, "capability": info.capability, "sm_count": info.sm_count,
+        "triton_version": info.triton_version, "family_hash": check_family_hash(row["family_hash"]),
+        "op": key.op, "dtype": key.dtype, "bucket": key.bucket_json(),
+        "config": config_json(key.op, row["config"]), "median_ms": median, "p20_ms": p20,
+        "p80_ms": p80, "trials": check_trials(row["trials"]),
+        "flashtune_version": row["flashtune_version"], "tuned_at": utc(row["tuned_at"]),
+    }
+
+
+def _exact_fields(what: str, value: Any, fields: set[str]) -> None:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object, got {type(value).__name__}")
+    unknown, missing = sorted(set(value) - fields), sorted(fields - set(value))
+    if unknown or missing:
+        raise ValueError(f"{what}: unknown fields {unknown}, missing fields {missing}")

@@ -1,0 +1,31 @@
+"""``flashtune export FILE.json [--db URL] [--current-device]``: write tuned winners to JSON.
+
+The file carries winners to another machine (``flashtune import``). Without
+``--current-device`` every device's winners are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="write tuned winners to a JSON file",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="JSON file to write (replaced if it exists)")
+    p.add_argument("--db", default=None, metavar="URL",
+                   help="database URL (default: $FLASHTUNE_DB, else the SQLite file in the cache folder)")
+    p.add_argument("--current-device", action="store_true",
+                   help="only winners of the GPU (or interpreter) this machine runs on")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..cache import DeviceInfo, TuneDB
+
+    device = DeviceInfo.current() if args.current_device else None
+    with TuneDB(args.db) as db:
+        count = db.export_json(args.file, device=device)
+    print(f"exported {count} winner(s) to {args.file}", file=sys.stderr)
+    return 0

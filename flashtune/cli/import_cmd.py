@@ -1,0 +1,29 @@
+"""``flashtune import FILE.json [--db URL]``: store winners from a ``flashtune export`` file.
+
+Every row is validated first (fields, types, and the config against the op's variant space);
+one bad row rejects the whole file. A row replaces a stored winner only if it is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import", help="store winners from a JSON file made by `flashtune export`",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="JSON file written by `flashtune export`")
+    p.add_argument("--db", default=None, metavar="URL",
+                   help="database URL (default: $FLASHTUNE_DB, else the SQLite file in the cache folder)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..cache import TuneDB
+
+    with TuneDB(args.db) as db:
+        stored = db.import_json(args.file)
+    print(f"imported {stored} winner(s) from {args.file} (rows not faster than a stored winner "
+          "are left out)", file=sys.stderr)
+    return 0

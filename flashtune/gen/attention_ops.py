@@ -1,0 +1,215 @@
+"""Flash-attention forward on user tensors through one chosen variant.
+
+Input rules (each broken rule raises a TypeError or ValueError naming the argument):
+- q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D); H a multiple of Hkv (grouped-query attention);
+  float16 or bfloat16, one dtype and one device for all three; D a multiple of 8 in [8, 256]
+  (dims that are not powers of two are padded inside the kernel).
+- Any strides: (B, H, N, D) tensors and (B, N, H, D) tensors seen through ``transpose(1, 2)``
+  both run without a copy. The output has q's memory layout when q is dense, else contiguous.
+- Empty problems: B, H or Nq == 0 gives an empty output; Nk == 0 gives zeros (as torch SDPA)
+  and LSE -inf, without a launch.
+
+This module does no autograd: ``flashtune.attention`` (``flashtune.attention_op``) wraps it in
+a torch.library op whose backward raises NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import warnings
+from typing import Any, Callable, Mapping
+
+import torch
+
+from . import loader
+from .attention_space import (
+    HEAD_DIM_MAX,
+    HEAD_DIM_STEP,
+    HOPPER_FEATURES,
+    OPS,
+    AttentionProblem,
+    default_config,
+    head_dim_supported,
+    hopper_features,
+    problem_misfit,
+    triton_features,
+)
+from .space import Config, ConfigError
+from .variants import run_variant
+
+OP = "attention_fwd"
+SUPPORTED_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+ConfigChooser = Callable[[str, AttentionProblem, torch.device], Mapping[str, Any]]
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def check_inputs(q: Any, k: Any, v: Any) -> None:
+    """Raise a TypeError/ValueError naming the argument for any unsupported input."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D (batch, heads, seq_len, head_dim), "
+                             f"got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{name} has dtype {t.dtype}; flashtune attention supports "
+                            "torch.float16 and torch.bfloat16")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but q has {q.dtype}; all must match")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q is on {q.device}; all must match")
+    bq, hq, _, dq = q.shape
+    for name, t in (("k", k), ("v", v)):
+        if t.shape[0] != bq:
+            raise ValueError(f"{name} has batch {t.shape[0]} but q has batch {bq}")
+        if t.shape[3] != dq:
+            raise ValueError(f"{name} has head dim {t.shape[3]} but q has head dim {dq}")
+    if v.shape[1] != k.shape[1]:
+        raise ValueError(f"v has {v.shape[1]} heads but k has {k.shape[1]}")
+    if v.shape[2] != k.shape[2]:
+        raise ValueError(f"v has sequence length {v.shape[2]} but k has {k.shape[2]}")
+    hkv = k.shape[1]
+    if hkv == 0 and hq != 0 or hkv != 0 and hq % hkv != 0:
+        raise ValueError(f"q has {hq} heads, not a multiple of the {hkv} heads of k and v")
+    if not head_dim_supported(dq):
+        raise ValueError(f"head dim {dq} (last dim of q) is not supported: use a multiple of "
+                         f"{HEAD_DIM_STEP} between {HEAD_DIM_STEP} and {HEAD_DIM_MAX}")
+
+
+def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> float:
+    """Validate the scalar arguments; return the softmax scale (default 1/sqrt(head_dim))."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__}")
+    scale = float(scale)
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    return scale
+
+
+def problem_of(q: torch.Tensor, k: torch.Tensor, causal: bool) -> AttentionProblem:
+    return AttentionProblem(batch=q.shape[0], heads=q.shape[1], kv_heads=k.shape[1],
+                            nq=q.shape[2], nk=k.shape[2], head_dim=q.shape[3],
+                            causal=bool(causal), dtype=SUPPORTED_DTYPES[q.dtype])
+
+
+def device_features(device: torch.device) -> frozenset[str]:
+    """Hopper tunables usable for tensors on ``device``.
+
+    The interpreter runs descriptor loads and ignores warp specialization, so there every
+    feature the installed Triton knows is allowed (that is how the tests cover those paths).
+    """
+    if device.type == "cpu" and loader.interpreter_mode():
+        return triton_features()
+    return _cuda_features(device.type, device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_features(device_type: str, index: int | None) -> frozenset[str]:
+    return hopper_features(torch.device(device_type, index) if index is not None else device_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default(problem: AttentionProblem) -> Config:
+    return default_config(OP, problem)
+
+
+def tma_misfit(*tensors: torch.Tensor) -> str | None:
+    """Why tensor descriptors cannot address these tensors, or None: TMA needs a unit last
+    stride, 16-byte aligned other strides and a 16-byte aligned base address."""
+    for t in tensors:
+        size = t.element_size()
+        if t.stride(-1) != 1:
+            return "the last dim is not contiguous"
+        if any((s * size) % 16 for s in t.stride()[:-1]):
+            return f"strides {tuple(t.stride())} are not multiples of 16 bytes"
+        if t.data_ptr() % 16:
+            return "a base address is not 16-byte aligned"
+    return None
+
+
+def _without_hopper(config: Config) -> Config:
+    raw = config.as_dict()
+    raw.update({name: False for name in HOPPER_FEATURES})
+    return OPS[OP].space.validate(raw)
+
+
+def select_config(problem: AttentionProblem, tensors: tuple[torch.Tensor, ...],
+                  config: Mapping[str, Any] | None, choose: ConfigChooser | None) -> Config:
+    """The config to run. An explicit ``config`` that cannot run raises ConfigError; a chosen
+    one (``choose`` hook or heuristic) that cannot run falls back, with a warning once."""
+    space = OPS[OP].space
+    device = tensors[0].device
+    explicit = config is not None
+    if explicit:
+        cfg = space.validate(config)
+    elif choose is not None:
+        cfg = space.validate(choose(OP, problem, device))
+    else:
+        cfg = _default(problem)
+    misfit = problem_misfit(cfg, problem)
+    missing = [n for n in HOPPER_FEATURES if cfg[n] and n not in device_features(device)]
+    if missing:
+        misfit = misfit or f"{'/'.join(missing)} not supported on {device} with this Triton"
+    if not misfit and cfg["tma"]:
+        reason = tma_misfit(*tensors)
+        if reason:
+            misfit = f"tma: {reason}"
+    if misfit is None:
+        return cfg
+    if explicit:
+        raise ConfigError(f"{OP}: {misfit}")
+    fallback = _without_hopper(cfg)
+    if problem_misfit(fallback, problem) is not None:
+        fallback = default_config(OP, problem)
+    _warn_once(f"{misfit}|{cfg}", f"flashtune attention: chosen config cannot run ({misfit}); "
+               f"using {fallback} instead")
+    return fallback
+
+
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                      scale: float | None = None, return_lse: bool = False, *,
+                      config: Mapping[str, Any] | None = None,
+                      choose: ConfigChooser | None = None):
+    """softmax(scale * q k^T [causal, bottom-right]) v -> out, or (out, lse) with return_lse.
+
+    lse: (B, H, Nq) float32, natural log; -inf for rows that see no key (their out is 0).
+    """
+    check_inputs(q, k, v)
+    scale = check_flags(causal, scale, return_lse, q.shape[3])
+    batch, heads, n_q, _ = q.shape
+    n_k = k.shape[2]
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+    if out.numel() == 0 or n_k == 0:
+        out.zero_()
+        lse.fill_(float("-inf"))
+        return (out, lse) if return_lse else out
+    if not (q.is_cuda or (q.device.type == "cpu" and loader.interpreter_mode())):
+        raise ValueError(f"q is on {q.device}; flashtune kernels need CUDA tensors "
+                         "(or CPU tensors with TRITON_INTERPRET=1)")
+    problem = problem_of(q, k, causal)
+    cfg = select_config(problem, (q, k, v, out), config, choose)
+    if q.is_cuda:
+        with torch.cuda.device(q.device):
+            run_variant(OP, cfg, q, k, v, out, lse if return_lse else None, scale, causal)
+    else:
+        run_variant(OP, cfg, q, k, v, out, lse if return_lse else None, scale, causal)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,64 @@
+"""Test setup: without a CUDA GPU, kernels run in Triton's interpreter on CPU tensors.
+
+TRITON_INTERPRET must be set before any kernel module is loaded (Triton picks the interpreter
+when ``@triton.jit`` runs); flashtune loads kernels lazily, so setting it here is early enough.
+Each session also gets its own kernel-source folder and database, so the user's cache is never
+touched.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+_session_dir = tempfile.mkdtemp(prefix="flashtune-tests-")
+os.environ.setdefault("FLASHTUNE_CACHE_DIR", os.path.join(_session_dir, "cache"))
+os.environ.setdefault("FLASHTUNE_DB", "sqlite:///" + os.path.join(_session_dir, "tuned.sqlite"))
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+# Variants validated in this session: (op, dtype, config items), filled by record_variant.
+_VALIDATED: set[tuple] = set()
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
+
+
+@pytest.fixture
+def record_variant():
+    """Call with (op, dtype, config) after a variant passed its accuracy check."""
+
+    def record(op: str, dtype: torch.dtype, config) -> None:
+        _VALIDATED.add((op, str(dtype), tuple(sorted(dict(config).items()))))
+
+    return record
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (this machine has none)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    families: dict[str, int] = {}
+    for op, _, _ in _VALIDATED:
+        family = op.split("_backward")[0].replace("log_", "")
+        families[family] = families.get(family, 0) + 1
+    mode = "GPU" if HAS_CUDA else "Triton interpreter"
+    for family, count in sorted(families.items()):
+        terminalreporter.write_line(
+            f"flashtune: validated {count} {family} variants (op x dtype x config) on {mode}"
+        )

@@ -1,0 +1,76 @@
+"""Shared helpers for the softmax tests: variant matrices, inputs and the accuracy check."""
+
+from __future__ import annotations
+
+import torch
+
+from flashtune.gen.softmax_space import OPS
+from flashtune.reference import (check_accuracy, softmax_backward_ref, softmax_backward_scale,
+                                 softmax_ref)
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+FORWARD_OPS = ("softmax", "log_softmax")
+BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def semantic_knobs(op: str, regime: str) -> list[dict]:
+    """Knob sets that change what a kernel computes (not only how fast), for one regime.
+
+    ``block`` None means "the row's next power of two" (row regime: the tile holds the row).
+    """
+    fwd = OPS[op].direction == "fwd"
+    exp_forms = [{"exp2": True}, {"exp2": False}] if fwd else [{}]
+    if regime == "row":
+        shapes = [{"rows_per_program": r, "block": None} for r in (1, 4)]
+        shapes.append({"rows_per_program": 1, "block": "double"})  # tile wider than the row
+    elif regime == "online":
+        shapes = [{"block": b, "lane_stats": ls} for b in (16, 64) for ls in (False, True)]
+    else:
+        shapes = [{"block": b, "splits": s, "lane_stats": ls}
+                  for b in (16, 64) for s in (2, 8) for ls in (False, True)]
+    return [dict(shape, **form) for shape in shapes for form in exp_forms]
+
+
+def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> dict:
+    space = OPS[op].space
+    raw = {p.name: p.default for p in space.params}
+    raw.update(regime=regime, rows_per_program=1, splits=1, num_stages=1,
+               lane_stats=False, l2_hint=False, num_warps=1)
+    raw.update({k: v for k, v in knobs.items() if k != "block"})
+    block = knobs.get("block")
+    if block is None or block == "double":
+        block = max(16, next_pow2(n_cols)) * (2 if block == "double" else 1)
+    raw["block"] = block
+    if regime != "row":
+        raw["num_stages"] = 2
+    raw.update(overrides)
+    return raw
+
+
+def forward_case(op: str, x: torch.Tensor, out: torch.Tensor):
+    log = OPS[op].log
+    ref = softmax_ref(x, -1, log=log)
+    peer = (torch.log_softmax if log else torch.softmax)(x, -1)
+    return check_accuracy(out, ref, peer)
+
+
+def backward_inputs(op: str, x: torch.Tensor):
+    log = OPS[op].log
+    y = (torch.log_softmax if log else torch.softmax)(x, -1)
+    dy = torch.randn_like(y)
+    return y, dy
+
+
+def backward_case(op: str, y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor):
+    log = OPS[op].log
+    ref = softmax_backward_ref(y, dy, -1, log=log)
+    aten = torch.ops.aten
+    if log:
+        peer = aten._log_softmax_backward_data(dy, y, -1, y.dtype)
+    else:
+        peer = aten._softmax_backward_data(dy, y, -1, y.dtype)
+    return check_accuracy(out, ref, peer, scale=softmax_backward_scale(y, dy, -1, log=log))

@@ -1,0 +1,295 @@
+"""What goes wrong with a database: corrupt, unreachable, foreign, locked, tampered.
+
+The tuning path (TuneDB) raises CacheError with a clear message; the runtime path
+(read_runtime_winners) returns [] and warns exactly once, never raising into a user's model.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import warnings
+
+import pytest
+from sqlalchemy import text
+
+from flashtune.cache import CacheError, CacheWarning, TuneDB, read_runtime_winners
+from flashtune.cache import runtime as runtime_mod
+from flashtune.gen import render_variant
+from test_cache_support import (DEV, FAMILY, KEY, db_url, key_for, raw_engine,  # noqa: F401
+                                row_config, sqlite_url)
+
+
+def _store(db, config=None, median=1.0, key=KEY):
+    db.upsert_winner(DEV, FAMILY, key, config or row_config(), median_ms=median,
+                     p20_ms=median, p80_ms=median, trials=1)
+
+
+def _runtime_twice(url) -> tuple[list, list[str]]:
+    """Two runtime reads; their results and every CacheWarning they gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = read_runtime_winners(DEV, url)
+        second = read_runtime_winners(DEV, url)
+    assert first == second
+    return first, [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+
+
+# -- a corrupt file ---------------------------------------------------------------------------
+
+@pytest.fixture
+def corrupt_file(tmp_path):
+    path = tmp_path / "tuned.sqlite"
+    path.write_bytes(random.Random(1234).randbytes(8192))
+    return path
+
+
+def test_corrupt_file_tuning_path(corrupt_file):
+    before = corrupt_file.read_bytes()
+    with pytest.raises(CacheError, match="not a readable SQLite database") as caught:
+        TuneDB(f"sqlite:///{corrupt_file}")
+    assert str(corrupt_file) in str(caught.value)
+    assert corrupt_file.read_bytes() == before  # never "repaired" by overwriting
+
+
+def test_corrupt_file_runtime_path(corrupt_file):
+    winners, said = _runtime_twice(f"sqlite:///{corrupt_file}")
+    assert winners == [] and len(said) == 1
+    assert "not a readable SQLite database" in said[0] and "default kernels" in said[0]
+
+
+# -- a folder that cannot exist ---------------------------------------------------------------
+
+@pytest.fixture
+def impossible_path(tmp_path):
+    # A path below a regular file: no user (root included) can create that folder.
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    return blocker / "sub" / "tuned.sqlite"
+
+
+def test_unwritable_folder_tuning_path(impossible_path):
+    with pytest.raises(CacheError, match="cannot create the folder") as caught:
+        TuneDB(f"sqlite:///{impossible_path}")
+    assert str(impossible_path) in str(caught.value)
+
+
+def test_unwritable_folder_runtime_path(impossible_path):
+    winners, said = _runtime_twice(f"sqlite:///{impossible_path}")
+    assert winners == [] and len(said) == 1 and str(impossible_path) in said[0]
+
+
+def test_runtime_never_creates_a_database(tmp_path):
+    path = tmp_path / "never" / "tuned.sqlite"
+    winners, said = _runtime_twice(str(path))
+    assert winners == [] and len(said) == 1 and "flashtune tune" in said[0]
+    assert not path.parent.exists()
+
+
+def test_runtime_survives_an_unreachable_server():
+    url = "postgresql+psycopg2://nobody@127.0.0.1:9/none"  # port 9: nothing listens
+    pytest.importorskip("psycopg2")
+    winners, said = _runtime_twice(url)
+    assert winners == [] and len(said) == 1
+
+
+def test_runtime_survives_bad_arguments():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert read_runtime_winners("H100", "sqlite:///:memory:") == []
+        assert read_runtime_winners(DEV, "mysql://x@y/z") == []
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 2
+
+
+# -- other schema versions --------------------------------------------------------------------
+
+_OLD_TABLES = (
+    "CREATE TABLE ft_v0_winners (op VARCHAR(64), config TEXT, median_ms FLOAT)",
+    "INSERT INTO ft_v0_winners VALUES ('softmax', '{\"block\": 64}', 0.001)",
+    "CREATE TABLE ft_v2_winners (anything TEXT)",
+)
+
+
+def _add_other_versions(url):
+    engine = raw_engine(url)
+    with engine.begin() as conn:
+        for statement in _OLD_TABLES:
+            conn.execute(text(statement))
+    engine.dispose()
+
+
+def test_other_schema_versions_tuning_path(db_url):
+    _add_other_versions(db_url)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(db_url) as db:
+            assert db.winners() == []  # the v0 row is never read as a v1 winner
+            _store(db, median=2.0)
+        with TuneDB(db_url) as db:  # said once per process, not per open
+            assert [w.median_ms for w in db.winners()] == [2.0]
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(said) == 1 and "v0" in said[0] and "v2" in said[0] and "leaves them alone" in said[0]
+    engine = raw_engine(db_url)
+    with engine.connect() as conn:  # left alone
+        assert conn.execute(text("SELECT count(*) FROM ft_v0_winners")).scalar() == 1
+    engine.dispose()
+
+
+def test_other_schema_versions_runtime_path(db_url):
+    _add_other_versions(db_url)
+    winners, said = _runtime_twice(db_url)
+    assert winners == [] and len(said) == 1
+    assert "no flashtune schema v1 winners table" in said[0] and "v0" in said[0]
+
+
+def _add_foreign_v1_table(url):
+    engine = raw_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE ft_v1_winners (op VARCHAR(64), config TEXT)"))
+    engine.dispose()
+
+
+def test_foreign_layout_tuning_path(db_url):
+    """A table with this version's name but another layout was not written by us."""
+    _add_foreign_v1_table(db_url)
+    with pytest.raises(CacheError, match="ft_v1_winners does not have the schema v1 layout"):
+        TuneDB(db_url)
+
+
+def test_foreign_layout_runtime_path(db_url):
+    _add_foreign_v1_table(db_url)
+    winners, said = _runtime_twice(db_url)
+    assert winners == [] and len(said) == 1 and "ft_v1_winners" in said[0]
+
+
+# -- a locked database ------------------------------------------------------------------------
+
+def test_locked_database_tuning_path(sqlite_url, tmp_path):
+    with TuneDB(sqlite_url, timeout=0.2) as db:
+        _store(db, median=2.0)
+        holder = sqlite3.connect(tmp_path / "tuned.sqlite", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
+        try:
+            with pytest.raises(CacheError, match="locked by another process"):
+                _store(db, median=1.0)
+            # WAL: a reader is not blocked by a writer
+            assert [w.median_ms for w in read_runtime_winners(DEV, sqlite_url)] == [2.0]
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        _store(db, median=1.0)  # works once the lock is gone
+        assert db.winner(DEV, FAMILY, KEY).median_ms == 1.0
+
+
+def test_locked_database_runtime_path(sqlite_url, tmp_path, monkeypatch):
+    with TuneDB(sqlite_url) as db:
+        _store(db)
+    monkeypatch.setattr(runtime_mod, "RUNTIME_TIMEOUT_S", 0.1)
+    holder = sqlite3.connect(tmp_path / "tuned.sqlite", isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # keeps even readers out
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        winners, said = _runtime_twice(sqlite_url)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert winners == [] and len(said) == 1 and "locked" in said[0]
+
+
+# -- rows tampered with behind flashtune's back -----------------------------------------------
+
+_TAMPERED_CONFIGS = {
+    "injection": row_config(block="64; import os"),
+    "outside the space": row_config(block=48),
+    "unknown key": {**row_config(), "evil": 1},
+}
+
+
+def _tamper(url, sql: str, **params):
+    engine = raw_engine(url)
+    with engine.begin() as conn:
+        assert conn.execute(text(sql), params).rowcount == 1
+    engine.dispose()
+
+
+def _tampered_db(url):
+    """One valid winner plus one tampered row per entry of _TAMPERED_CONFIGS (and bad JSON)."""
+    import json
+
+    buckets = {}
+    with TuneDB(url) as db:
+        _store(db, row_config(), key=KEY)
+        for i, name in enumerate(list(_TAMPERED_CONFIGS) + ["not json"]):
+            key = key_for(2 ** (i + 1))
+            _store(db, row_config(), key=key)
+            buckets[name] = key.bucket_json()
+    for name, bucket in buckets.items():
+        bad = "{not json" if name == "not json" else json.dumps(_TAMPERED_CONFIGS[name])
+        _tamper(url, "UPDATE ft_v1_winners SET config = :config WHERE bucket = :bucket",
+                config=bad, bucket=bucket)
+    return buckets
+
+
+def test_tampered_rows_are_skipped_by_winners(db_url):
+    _tampered_db(db_url)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(db_url) as db:
+            winners = db.winners()
+            single = db.winner(DEV, FAMILY, key_for(2))
+    assert [w.key for w in winners] == [KEY] and single is None
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(said) == 2  # one per read, however many rows were bad
+    assert "skipped 4 invalid winner row(s)" in said[0]
+    assert "64; import os" in said[0] and "outside the space" in said[0] and "unknown keys" in said[0]
+
+
+def test_tampered_rows_never_reach_the_renderer(db_url, monkeypatch):
+    _tampered_db(db_url)
+    from flashtune.gen import render as render_mod
+
+    rendered = []
+    real = render_mod.render
+    monkeypatch.setattr(render_mod, "render",
+                        lambda *a, **k: rendered.append(a) or real(*a, **k))
+    winners, said = _runtime_twice(db_url)
+    assert len(said) == 1 and "skipped 4 invalid winner row(s)" in said[0]
+    assert [w.config for w in winners] == [row_config()]
+    for w in winners:  # what a dispatcher does with them
+        source = render_variant(w.key.op, w.config).source
+        assert "import os" not in source
+    assert all("import os" not in repr(args) for args in rendered)
+
+
+def test_tampered_numbers_and_timestamps_are_skipped(sqlite_url):
+    """SQLite stores any value in any column: those rows are skipped one by one, too."""
+    with TuneDB(sqlite_url) as db:
+        for rows in (2, 4, 8, 16):
+            _store(db, key=key_for(rows))
+    cases = [("median_ms", "fast", 2), ("tuned_at", "yesterday", 4), ("sm_count", "lots", 8)]
+    for column, value, rows in cases:
+        sql = {"median_ms": "UPDATE ft_v1_winners SET median_ms = :v WHERE bucket = :b",
+               "tuned_at": "UPDATE ft_v1_winners SET tuned_at = :v WHERE bucket = :b",
+               "sm_count": "UPDATE ft_v1_winners SET sm_count = :v WHERE bucket = :b"}[column]
+        _tamper(sqlite_url, sql, v=value, b=key_for(rows).bucket_json())
+    with pytest.warns(CacheWarning, match="skipped 2 invalid winner row"):
+        with TuneDB(sqlite_url) as db:
+            assert [w.key for w in db.winners(DEV)] == [key_for(16)]
+    # the sm_count row no longer belongs to DEV; read unfiltered, it is skipped as well
+    with pytest.warns(CacheWarning, match="skipped 3 invalid winner row"):
+        with TuneDB(sqlite_url) as db:
+            assert [w.key for w in db.winners()] == [key_for(16)]
+
+
+def test_tampered_trial_is_skipped(db_url):
+    import json
+
+    with TuneDB(db_url) as db:
+        db.record_trial(DEV, FAMILY, KEY, row_config(warps=4), median_ms=1.0)
+        db.record_trial(DEV, FAMILY, KEY, row_config(warps=8), median_ms=2.0)
+    _tamper(db_url, "UPDATE ft_v1_trials SET config = :bad WHERE config = :good",
+            bad=json.dumps(row_config(block="64; import os")),
+            good=json.dumps(row_config(warps=8), sort_keys=True, separators=(",", ":")))
+    with pytest.warns(CacheWarning, match="skipped 1 invalid trial row"):
+        with TuneDB(db_url) as db:
+            assert [t.config["num_warps"] for t in db.trials(DEV, FAMILY, KEY)] == [4]

@@ -1,0 +1,131 @@
+"""Variant spaces, validation, rendering, hashing, atomic source files, load-once."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+import jinja2
+import pytest
+
+from flashtune.gen import ConfigError, load_variant, render_variant, source_path
+from flashtune.gen import render as render_mod
+from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, OPS, SoftmaxProblem,
+                                         default_config, fitting_configs, problem_misfit)
+
+GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
+        "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True}
+
+
+def test_validate_accepts_and_freezes():
+    config = FORWARD_SPACE.validate(GOOD)
+    assert dict(config) == GOOD
+    assert hash(config) == hash(FORWARD_SPACE.validate(dict(GOOD)))
+    with pytest.raises(TypeError):
+        config["block"] = 2048  # type: ignore[index]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"blok": 1024}, "unknown keys"),
+    ({"block": "1024"}, "block must be of type int"),
+    ({"block": 1024.0}, "block must be of type int"),
+    ({"block": True}, "block must be of type int"),
+    ({"exp2": 1}, "exp2 must be of type bool"),
+    ({"block": 1000}, "outside the space"),
+    ({"num_warps": 64}, "outside the space"),
+    ({"regime": "fast"}, "outside the space"),
+    ({"splits": 4}, "splits must be 1 outside the split regime"),
+    ({"block": 32768}, "block must be <= 16384"),
+])
+def test_validate_rejects(change, message):
+    raw = dict(GOOD, **change)
+    with pytest.raises(ConfigError, match=message):
+        FORWARD_SPACE.validate(raw)
+
+
+def test_validate_rejects_missing_keys_and_non_mappings():
+    raw = dict(GOOD)
+    del raw["num_warps"]
+    with pytest.raises(ConfigError, match="missing keys"):
+        FORWARD_SPACE.validate(raw)
+    with pytest.raises(ConfigError, match="mapping"):
+        FORWARD_SPACE.validate([("block", 1024)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown keys"):
+        BACKWARD_SPACE.validate(GOOD)  # backward has no exp form
+
+
+def test_exhaustive_is_valid_and_distinct():
+    configs = list(FORWARD_SPACE.exhaustive())
+    assert len(configs) == len(set(configs)) > 100
+    assert all(FORWARD_SPACE.is_valid(dict(c)) for c in configs[:: max(1, len(configs) // 200)])
+
+
+@pytest.mark.parametrize("shape", [(65536, 128), (4096, 50257), (16, 1048576), (1024, 65536),
+                                   (1, 1), (3, 100000)])
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_default_config_fits(op, shape):
+    problem = SoftmaxProblem(*shape, "float16")
+    config = default_config(op, problem)
+    assert problem_misfit(config, problem) is None
+
+
+def test_fitting_configs_fit_their_problem():
+    problem = SoftmaxProblem(128, 3000, "float32")
+    configs = list(fitting_configs("softmax", problem))
+    assert configs and all(problem_misfit(c, problem) is None for c in configs)
+    assert {c["regime"] for c in configs} == {"row", "online", "split"}
+
+
+def test_render_is_stable_and_parses():
+    a = render_variant("softmax", GOOD)
+    b = render_variant("softmax", dict(GOOD))
+    assert a.hash == b.hash and a.source == b.source
+    other = render_variant("softmax", dict(GOOD, block=2048))
+    assert other.hash != a.hash
+    ast.parse(a.source)  # valid Python
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("regime", ["row", "online", "split"])
+def test_header_lists_every_tunable_and_asserts(op, regime):
+    space = OPS[op].space
+    raw = {p.name: p.default for p in space.params}
+    raw.update(regime=regime, num_stages=1 if regime == "row" else 2,
+               splits=4 if regime == "split" else 1)
+    source = render_variant(op, raw).source
+    header = source.split("import triton")[0]
+    for name in space.names:
+        assert re.search(rf"#\s+{name}\s+=", header), f"{name} missing from the header"
+    assert "tl.static_assert" in source
+
+
+def test_strict_undefined():
+    env = render_mod.environment()
+    assert env.undefined is jinja2.StrictUndefined
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ missing }}").render()
+
+
+def test_render_refuses_unvalidated_config():
+    with pytest.raises(TypeError, match="validated Config"):
+        render_mod.render("softmax_row.py.jinja", "softmax", dict(GOOD), {})
+
+
+def test_source_written_atomically_and_loaded_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path))
+    module = load_variant("softmax", GOOD)
+    path = source_path("softmax", GOOD)
+    assert path.parent == tmp_path / "kernels"
+    assert path.read_text() == render_variant("softmax", GOOD).source
+    assert module.__file__ == str(path)
+    assert load_variant("softmax", dict(GOOD)) is module
+    assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
+
+
+def test_unwritable_cache_dir_is_clear(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))
+    with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):
+        load_variant("softmax", dict(GOOD, block=512))

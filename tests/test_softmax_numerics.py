@@ -1,0 +1,80 @@
+"""Numerical edge cases: huge logits, -inf entries, all -inf rows, NaN, chunk order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashtune.gen.softmax_ops import softmax_forward
+from flashtune.gen.softmax_space import OPS, REGIMES
+
+from softmax_cases import forward_case, make_config, semantic_knobs
+
+FORWARD = ("softmax", "log_softmax")
+
+
+def _configs(op, n_cols):
+    """One config per regime and per loop-statistics form, for this width."""
+    for regime in REGIMES:
+        for knobs in semantic_knobs(op, regime):
+            if knobs.get("block") == 64 or regime == "row":
+                if knobs.get("rows_per_program", 1) == 1 and knobs.get("splits", 8) == 8:
+                    yield OPS[op].space.validate(make_config(op, regime, knobs, n_cols))
+
+
+def _torch(op, x):
+    return (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", FORWARD)
+def test_huge_logits_no_nan(op, dtype, device):
+    x = (torch.randn(6, 300) * 1000).to(device=device, dtype=dtype)
+    for config in _configs(op, 300):
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config)
+        assert not torch.isnan(out).any(), config
+        acc = forward_case(op, x, out)
+        assert acc.ok, f"{config}: {acc}"
+
+
+@pytest.mark.parametrize("op", FORWARD)
+def test_rows_with_minus_inf(op, device):
+    x = torch.randn(5, 300)
+    x[0, ::3] = float("-inf")
+    x[1, :150] = float("-inf")  # the first chunks of the row are all -inf
+    x[2, 150:] = float("-inf")
+    x[3, -1] = float("-inf")
+    x = x.to(device)
+    for config in _configs(op, 300):
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config)
+        acc = forward_case(op, x, out)
+        assert acc.ok, f"{config}: {acc}"
+
+
+@pytest.mark.parametrize("op", FORWARD)
+def test_all_minus_inf_row_and_nan_match_torch(op, device):
+    x = torch.randn(4, 300)
+    x[0] = float("-inf")
+    x[1, 123] = float("nan")
+    x[2, 7] = float("inf")
+    x = x.to(device)
+    expected = _torch(op, x.cpu())
+    for config in _configs(op, 300):
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config).cpu()
+        assert torch.equal(torch.isnan(out), torch.isnan(expected)), config
+        torch.testing.assert_close(out[3], expected[3], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", FORWARD)
+def test_chunk_order_does_not_matter(op, device):
+    """Permuting whole chunks of a row permutes the output the same way (merge is associative)."""
+    block, n_chunks = 64, 10
+    x = torch.randn(3, block * n_chunks) * 4
+    perm = torch.randperm(n_chunks, generator=torch.Generator().manual_seed(0))
+    cols = (perm[:, None] * block + torch.arange(block)).reshape(-1)
+    for config in _configs(op, x.shape[1]):
+        if config["regime"] == "row":
+            continue
+        out = softmax_forward(x.to(device), -1, log=OPS[op].log, config=config).cpu()
+        out_perm = softmax_forward(x[:, cols].to(device), -1, log=OPS[op].log, config=config).cpu()
+        torch.testing.assert_close(out_perm, out[:, cols], rtol=1e-5, atol=1e-6)

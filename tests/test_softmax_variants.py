@@ -1,0 +1,99 @@
+"""Every semantics-distinct softmax variant against a float64 reference.
+
+regime x op x direction x dtype x exp form x a small set of block sizes (and rows per program,
+splits, per-lane statistics), on small shapes whose widths are not block multiples. Without a
+GPU this runs in Triton's interpreter; warps, stages and L2 hints, which the interpreter
+ignores, are covered by the GPU matrix (test_softmax_gpu.py, ``-m gpu``).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
+from flashtune.reference import check_accuracy
+from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, problem_misfit
+
+from softmax_cases import (BACKWARD_OPS, DTYPES, FORWARD_OPS, backward_case, backward_inputs,
+                           forward_case, make_config, semantic_knobs)
+
+# (rows, cols): odd widths, a single column, widths below, at and above the chunk sizes.
+SHAPES = ((5, 1), (7, 37), (3, 300), (2, 1000))
+
+
+def _cases(ops):
+    for op in ops:
+        for regime in REGIMES:
+            for knobs in semantic_knobs(op, regime):
+                for dtype in DTYPES:
+                    name = "-".join(f"{k}={v}" for k, v in knobs.items())
+                    yield pytest.param(op, regime, knobs, dtype,
+                                       id=f"{op}-{regime}-{name}-{str(dtype)[6:]}")
+
+
+def _fits(op, regime, knobs, n_cols):
+    """The validated config for this width, or None if the variant cannot run it."""
+    config = OPS[op].space.validate(make_config(op, regime, knobs, n_cols))
+    return None if problem_misfit(config, SoftmaxProblem(1, n_cols, "float32")) else config
+
+
+@pytest.mark.parametrize("op,regime,knobs,dtype", list(_cases(FORWARD_OPS)))
+def test_forward_variant(op, regime, knobs, dtype, device, record_variant):
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{op}{regime}{knobs}{dtype}".encode()))
+    ran = 0
+    for rows, cols in SHAPES:
+        config = _fits(op, regime, knobs, cols)
+        if config is None:
+            continue
+        x = (torch.randn(rows, cols, generator=gen) * 3).to(device=device, dtype=dtype)
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config)
+        acc = forward_case(op, x, out)
+        assert acc.ok, f"{config} on {rows}x{cols}: {acc}"
+        record_variant(op, dtype, config)
+        ran += 1
+    assert ran >= 1, "no test shape fits this variant"
+
+
+@pytest.mark.parametrize("op,regime,knobs,dtype", list(_cases(BACKWARD_OPS)))
+def test_backward_variant(op, regime, knobs, dtype, device, record_variant):
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{op}{regime}{knobs}{dtype}".encode()))
+    ran = 0
+    for rows, cols in SHAPES:
+        config = _fits(op, regime, knobs, cols)
+        if config is None:
+            continue
+        x = (torch.randn(rows, cols, generator=gen) * 3).to(device=device, dtype=dtype)
+        y, dy = backward_inputs(op, x)
+        out = softmax_backward(y, dy, -1, log=OPS[op].log, config=config)
+        acc = backward_case(op, y, dy, out)
+        assert acc.ok, f"{config} on {rows}x{cols}: {acc}"
+        record_variant(op, dtype, config)
+        ran += 1
+    assert ran >= 1, "no test shape fits this variant"
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_row_stride_and_non_last_dim(regime, device):
+    """A strided row view and dim=0 give torch's result (the kernel sees any row stride)."""
+    base = torch.randn(40, 96).to(device)
+    x = base[::2, 8:72]  # row stride 192, 64 columns
+    knobs = semantic_knobs("softmax", regime)[0]
+    config = make_config("softmax", regime, knobs, 64)
+    out = softmax_forward(x, -1, config=config)
+    torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    config0 = make_config("softmax", regime, knobs, x.shape[0])
+    out0 = softmax_forward(x, 0, config=config0)
+    torch.testing.assert_close(out0, torch.softmax(x, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_higher_rank_and_output_dtype(device):
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 3, 4, 50, generator=gen).to(device=device, dtype=torch.bfloat16)
+    for dim in (-1, 1, 0):
+        out = softmax_forward(x, dim, log=True)
+        assert out.dtype == x.dtype and out.shape == x.shape
+        acc = check_accuracy(out, torch.log_softmax(x.double(), dim), torch.log_softmax(x, dim))
+        assert acc.ok, f"dim={dim}: {acc}"
