@@ -42,6 +42,9 @@ def register(sub) -> None:
                    help="problem ROWSxCOLS for the default config (default 4096x4096)")
     p.add_argument("--dtype", choices=_DTYPES, default="float16")
     p.add_argument("--path", action="store_true", help="also print where the source file lives")
+    p.add_argument("--dispatch", action="store_true",
+                   help="start from the config the runtime dispatcher picks for --shape/--dtype "
+                        "on this device (tuned exact/nearest bucket or default; said on stderr)")
     # One option per tunable of any op; each op's space says which ones it takes.
     seen: set[str] = set()
     for spec in OPS.values():
@@ -58,7 +61,13 @@ def register(sub) -> None:
 def run(args) -> int:
     spec = op_spec(args.op)
     problem = SoftmaxProblem(args.shape[0], args.shape[1], args.dtype)
-    if args.regime is None:
+    if args.dispatch:
+        from ..dispatch import choice
+
+        picked = choice(args.op, args.shape, args.dtype)
+        print(f"# dispatch: {picked.describe()}", file=sys.stderr)
+        config = picked.config.as_dict()
+    elif args.regime is None:
         config = default_config(spec, problem).as_dict()
     else:  # another regime: start from the plain defaults, not the shape's heuristic
         config = {param.name: param.default for param in spec.space.params}

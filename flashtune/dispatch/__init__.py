@@ -1,0 +1,29 @@
+"""Runtime dispatch: which tuned config runs a softmax problem, and the pre-bound launch plans.
+
+- ``choice(op, shape, dtype, device=None)``: what the dispatcher picks (a ``Choice``: config,
+  how it was chosen, bucket); the CLI's ``source --dispatch`` prints it.
+- ``reset()``: re-read the environment (FLASHTUNE_DISABLE, FLASHTUNE_LOG, TRITON_INTERPRET,
+  FLASHTUNE_DB, FLASHTUNE_CACHE_DIR) and forget tables, decisions and plans.
+"""
+
+from __future__ import annotations
+
+from .chooser import Choice, Dispatcher
+from .runtime import RUNTIME, reset
+from .table import DispatchWarning, WinnerTable
+
+__all__ = ["Choice", "Dispatcher", "DispatchWarning", "RUNTIME", "WinnerTable", "choice", "reset"]
+
+
+def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:
+    """The dispatcher's pick for a (rows, cols) problem of ``dtype`` ("float16", ...)."""
+    import torch
+
+    from ..gen.softmax_space import OPS, SoftmaxProblem
+
+    if op not in OPS:
+        raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
+    if device is None:
+        device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
+            else torch.device("cpu")
+    return RUNTIME.dispatcher.choice(op, SoftmaxProblem(shape[0], shape[1], dtype), torch.device(device))

@@ -1,0 +1,41 @@
+"""``flashtune clear [--all-devices] [--yes] [--db URL]``: delete tuned winners and trials.
+
+By default only this machine's device (GPU, or the Triton interpreter without one). Nothing is
+deleted without ``--yes``; without it the command says what it would delete.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub) -> None:
+    p = sub.add_parser("clear", help="delete tuned winners (this GPU, or all with --all-devices)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--all-devices", action="store_true", help="delete the winners of every device")
+    p.add_argument("--yes", action="store_true", help="really delete (no prompt)")
+    p.add_argument("--db", default=None, help="database URL or SQLite file (default: "
+                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..cache import TuneDB
+    from ..dispatch.info import current_device_info, database_location, database_missing
+
+    where, _ = database_location(args.db)
+    missing = database_missing(args.db)
+    if missing:
+        print(f"no winner database at {missing}; nothing to clear")
+        return 0
+    device = None if args.all_devices else current_device_info()
+    scope = "all devices" if device is None else device.name
+    with TuneDB(args.db) as db:
+        if not args.yes:
+            count = len(db.winners(device))
+            print(f"would delete {count} winner(s) and their trials for {scope} from {where}; "
+                  "run again with --yes to delete")
+            return 1
+        deleted = db.clear(device)
+    print(f"deleted {deleted} winner(s) and their trials for {scope} from {where}")
+    return 0

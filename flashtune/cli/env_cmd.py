@@ -1,0 +1,69 @@
+"""``flashtune env``: the facts a bug report needs.
+
+GPU (name, compute capability, SMs), versions of Python, torch, triton and flashtune, the
+winner database URL (password hidden) and whether it exists, the cache and kernel folders and
+the FLASHTUNE_* / TRITON_INTERPRET switches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+
+_SWITCHES = ("FLASHTUNE_DB", "FLASHTUNE_CACHE_DIR", "FLASHTUNE_DISABLE", "FLASHTUNE_LOG",
+             "TRITON_INTERPRET")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("env", help="print GPU, versions, database and cache locations",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=run)
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run(args) -> int:
+    import flashtune
+
+    from .. import paths
+    from ..dispatch.info import current_device_info, database_location
+
+    lines: list[tuple[str, str]] = []
+    try:
+        info = current_device_info()
+        lines.append(("device", f"{info.name} (capability {info.capability}, "
+                                f"{info.sm_count} SMs)"))
+    except Exception as err:  # noqa: BLE001 - report, do not fail: this is a diagnostics command
+        lines.append(("device", f"unknown ({type(err).__name__}: {err})"))
+    try:
+        import torch
+
+        cuda = torch.version.cuda or "none"
+        lines.append(("cuda", f"{cuda} (available: {torch.cuda.is_available()}, "
+                              f"devices: {torch.cuda.device_count()})"))
+    except Exception as err:  # noqa: BLE001
+        lines.append(("cuda", f"unknown ({err})"))
+    lines.append(("python", platform.python_version()))
+    lines.append(("torch", _version("torch")))
+    lines.append(("triton", _version("triton")))
+    lines.append(("flashtune", flashtune.__version__))
+    url, path = database_location()
+    if path is not None:
+        url += "  (exists)" if os.path.isfile(path) else "  (not created yet)"
+    lines.append(("database", url))
+    lines.append(("cache folder", str(paths.cache_dir())))
+    lines.append(("kernel sources", str(paths.kernel_dir())))
+    for name in _SWITCHES:
+        lines.append((name, os.environ.get(name, "(unset)")))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key.ljust(width)}  {value}")
+    return 0

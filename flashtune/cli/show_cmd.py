@@ -1,0 +1,94 @@
+"""``flashtune show [--all-devices] [--op OP] [--db URL]``: list the tuned winners.
+
+One line per winner of this machine's device (GPU, or the Triton interpreter without one):
+op, dtype, problem bucket, median time, speedup over the heuristic default config when the
+tuner measured that config for the bucket (the cache keeps trials, not peers such as
+torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
+tuned on other template versions are marked "stale": the dispatcher ignores them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..gen.softmax_space import OPS
+
+
+def register(sub) -> None:
+    p = sub.add_parser("show", help="list tuned winners for this GPU", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--all-devices", action="store_true", help="winners of every device")
+    p.add_argument("--op", choices=sorted(OPS), default=None, help="only this op")
+    p.add_argument("--db", default=None, help="database URL or SQLite file (default: "
+                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite)")
+    p.set_defaults(run=run)
+
+
+def _default_speedup(db, winner) -> str:
+    """Winner vs the heuristic default for the bucket's largest problem, if that was timed."""
+    from ..gen import validate_config
+    from ..gen.softmax_space import SoftmaxProblem, default_config
+
+    bucket = dict(winner.key.bucket)
+    try:
+        problem = SoftmaxProblem(int(bucket["rows_bucket"]), int(bucket["cols_bucket"]),
+                                 winner.key.dtype)
+        default = default_config(winner.key.op, problem, sm_count=winner.device.sm_count)
+    except (KeyError, ValueError, TypeError):
+        return "-"
+    for trial in db.trials(winner.device, winner.family_hash, winner.key):
+        if trial.status != "ok" or trial.median_ms is None:
+            continue
+        try:
+            if validate_config(winner.key.op, trial.config) == default:
+                return f"{trial.median_ms / winner.median_ms:.2f}x"
+        except ValueError:
+            continue
+    return "-"
+
+
+def run(args) -> int:
+    from ..cache import TuneDB
+    from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
+    from ..gen import template_family_hash
+
+    where, _ = database_location(args.db)
+    missing = database_missing(args.db)
+    if missing:
+        print(f"no winner database at {missing} (run `flashtune tune` first)")
+        return 0
+    device = None if args.all_devices else current_device_info()
+    with TuneDB(args.db) as db:
+        winners = [w for w in db.winners(device) if args.op is None or w.key.op == args.op]
+        scope = "all devices" if device is None else f"{device.name} (sm {device.capability}, " \
+                                                       f"{device.sm_count} SMs, triton {device.triton_version})"
+        print(f"database: {where}")
+        print(f"winners for {scope}: {len(winners)}")
+        if not winners:
+            return 0
+        header = ["op", "dtype", "bucket", "median ms", "vs default", "trials", "config"]
+        if device is None:
+            header.insert(0, "device")
+        rows = []
+        current = {}
+        for w in sorted(winners, key=lambda w: (w.device.name, w.key.op, w.key.dtype, w.key.bucket)):
+            if w.key.op not in current:
+                current[w.key.op] = template_family_hash(w.key.op) if w.key.op in OPS else None
+            bucket = dict(w.key.bucket)
+            shape = f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}"
+            config = compact_config(w.config)
+            if w.family_hash != current[w.key.op]:
+                config += "  [stale: other templates]"
+            row = [w.key.op, w.key.dtype, shape, f"{w.median_ms:.4f}", _default_speedup(db, w),
+                   str(w.trials), config]
+            if device is None:
+                row.insert(0, w.device.name)
+            rows.append(row)
+    _print_table(header, rows)
+    return 0
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

@@ -1,0 +1,139 @@
+"""Which config runs a problem: tuned exact bucket, nearest tuned bucket, or the default.
+
+One ``Dispatcher`` per process state. Per device it loads the winner table once (the only
+database read); each decision is memoized per (op, device index, rows, cols, dtype), so a
+repeated problem costs one dict lookup. The memory layout of the input (strides) does not
+change the decision: the kernels always see a (rows, cols) view with unit column stride.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..gen.softmax_space import SoftmaxProblem, default_config, problem_bucket
+from ..gen.space import Config
+from .settings import Settings, logger
+from .table import Bucket, DispatchWarning, WinnerTable
+
+DEFAULT_SM_COUNT = 132  # an H100's; used only if the device cannot be asked
+
+
+@dataclass(frozen=True)
+class Choice:
+    op: str
+    problem: SoftmaxProblem
+    config: Config
+    how: str  # "exact" | "nearest" | "default"
+    bucket: dict
+    tuned_bucket: Bucket | None
+    device_name: str
+
+    def describe(self) -> str:
+        src = "" if self.tuned_bucket is None else f" (tuned bucket {dict(self.tuned_bucket)})"
+        return (f"{self.op} {self.problem.n_rows}x{self.problem.n_cols} {self.problem.dtype} on "
+                f"{self.device_name}: bucket {self.bucket}, {self.how}{src}, "
+                f"config {self.config.as_dict()}")
+
+
+@dataclass
+class _DeviceTable:
+    name: str
+    sm_count: int
+    table: WinnerTable
+
+
+def device_index(device: torch.device) -> int:
+    """-1 for the CPU (interpreter); CUDA index, the current device when unspecified."""
+    if device.type != "cuda":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _read_winners(device: torch.device) -> tuple[Any, list]:
+    """(DeviceInfo, winners). Never raises: trouble warns once and gives an empty list."""
+    try:
+        from ..cache import DeviceInfo, read_runtime_winners
+    except Exception as err:  # the cache package cannot even be imported (e.g. no SQLAlchemy)
+        warnings.warn(f"flashtune: tuned-config cache unavailable ({type(err).__name__}: {err}); "
+                      "using default configs", DispatchWarning, stacklevel=4)
+        return None, []
+    try:
+        info = DeviceInfo.current(device)
+    except Exception as err:
+        warnings.warn(f"flashtune: cannot identify device {device} ({err}); using default "
+                      "configs", DispatchWarning, stacklevel=4)
+        return None, []
+    return info, read_runtime_winners(info)  # warns itself (once) and returns [] on trouble
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings,
+                 reader: Callable[[torch.device], tuple[Any, list]] = _read_winners):
+        self.settings = settings
+        self._reader = reader
+        self._tables: dict[int, _DeviceTable] = {}
+        self._choices: dict[tuple, Choice] = {}
+        self._lock = threading.Lock()
+        self._log = logger(settings)
+
+    # The hook of flashtune.gen.softmax_ops.softmax_forward/backward(choose=...).
+    def choose(self, op: str, problem: SoftmaxProblem, device: torch.device) -> Config:
+        return self.choice(op, problem, device).config
+
+    def choice(self, op: str, problem: SoftmaxProblem, device: torch.device) -> Choice:
+        index = device_index(device)
+        key = (op, index, problem.n_rows, problem.n_cols, problem.dtype)
+        found = self._choices.get(key)
+        if found is None:
+            found = self._decide(op, problem, device, index)
+            self._choices[key] = found
+        return found
+
+    def override(self, op: str, problem: SoftmaxProblem, device: torch.device,
+                 config: Config) -> None:
+        """Replace a decision by the default ``config`` (its tuned config failed to run)."""
+        index = device_index(device)
+        dev = self.table(device)
+        self._choices[(op, index, problem.n_rows, problem.n_cols, problem.dtype)] = Choice(
+            op, problem, config, "default", problem_bucket(problem), None, dev.name)
+
+    def table(self, device: torch.device) -> _DeviceTable:
+        index = device_index(device)
+        entry = self._tables.get(index)
+        if entry is None:
+            with self._lock:
+                entry = self._tables.get(index)
+                if entry is None:
+                    entry = self._load(device)
+                    self._tables[index] = entry
+        return entry
+
+    def _load(self, device: torch.device) -> _DeviceTable:
+        info, winners = self._reader(device)
+        table = WinnerTable.from_winners(winners)
+        if info is not None:
+            return _DeviceTable(info.name, info.sm_count, table)
+        if device.type == "cuda":
+            props = torch.cuda.get_device_properties(device_index(device))
+            return _DeviceTable(props.name, props.multi_processor_count, table)
+        return _DeviceTable("triton-interpreter", DEFAULT_SM_COUNT, table)
+
+    def _decide(self, op: str, problem: SoftmaxProblem, device: torch.device, index: int) -> Choice:
+        dev = self.table(device)
+        found = dev.table.lookup(op, problem)
+        if found is None:
+            config, how, tuned = default_config(op, problem, sm_count=dev.sm_count), "default", None
+        else:
+            config, how, tuned = found.config, found.how, found.tuned_bucket
+        choice = Choice(op, problem, config, how, problem_bucket(problem), tuned, dev.name)
+        level = self.settings.log_level
+        if self._log.isEnabledFor(level):
+            from ..gen import source_path
+
+            self._log.log(level, "%s; source %s", choice.describe(), source_path(op, config))
+        return choice

@@ -1,0 +1,47 @@
+"""Facts the command line reports: this machine's device, the database location, versions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def current_device_info():
+    """The DeviceInfo kernels run on now (the current GPU, or the Triton interpreter)."""
+    from ..cache import DeviceInfo
+
+    return DeviceInfo.current()
+
+
+def database_location(url: Any = None) -> tuple[str, str | None]:
+    """(URL with the password hidden, SQLite file path or None) without opening anything."""
+    from ..cache.engine import display, resolve_url, sqlite_file
+
+    resolved = resolve_url(url)
+    path = sqlite_file(resolved)
+    return display(resolved), (str(path) if path is not None else None)
+
+
+def database_missing(url: Any = None) -> str | None:
+    """The SQLite file's path when it does not exist (opening it would create it), else None."""
+    _, path = database_location(url)
+    if path is not None and not os.path.isfile(path):
+        return path
+    return None
+
+
+def compact_config(config: dict) -> str:
+    """A one-line config: the regime's knobs only (the pinned ones say nothing)."""
+    regime = config.get("regime")
+    parts = [str(regime), f"block={config.get('block')}"]
+    if regime == "row":
+        parts.append(f"rows={config.get('rows_per_program')}")
+    if regime == "split":
+        parts.append(f"splits={config.get('splits')}")
+    parts.append(f"warps={config.get('num_warps')}")
+    if regime != "row":
+        parts.append(f"stages={config.get('num_stages')}")
+    flags = [name for name in ("exp2", "lane_stats", "l2_hint") if config.get(name)]
+    if flags:
+        parts.append("+" + ",".join(flags))
+    return " ".join(parts)

@@ -1,0 +1,131 @@
+"""The process-wide dispatcher state and the eager implementations behind the public ops.
+
+``RUNTIME`` holds the settings (read from the environment once), the ``Dispatcher`` (tables and
+decisions) and the plan dicts. ``reset()`` re-reads the environment and forgets everything, in
+place, so modules that bound the plan dicts at import keep seeing the live ones.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
+from ..gen.softmax_space import default_config
+from .chooser import Dispatcher
+from .plans import (MAX_PLANS, backward_plan, forward_plan, kernel_ok, output_like, problem_of,
+                    torch_backward, torch_forward)
+from .settings import Settings
+from .table import DispatchWarning
+
+FORWARD_OPS = ("softmax", "log_softmax")
+_TORCH_ONLY = (torch.float64,)  # floating dtypes torch computes for us (see flashtune.ops)
+
+
+def check_dtype(name: str, t: torch.Tensor) -> None:
+    """Floating dtypes are accepted (fp64 goes to torch); anything else is a TypeError."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype in SUPPORTED_DTYPES or t.dtype in _TORCH_ONLY:
+        return
+    raise TypeError(
+        f"{name} has dtype {t.dtype}; flashtune softmax takes float16, bfloat16 and float32 "
+        "(float64 is computed by torch)")
+
+
+class Runtime:
+    def __init__(self) -> None:
+        # op -> {plan key: plan}; the dict objects live as long as the process (see reset).
+        self.plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
+        self.backward_plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
+        self.reset()
+
+    def reset(self) -> None:
+        self.settings = Settings.from_env()
+        self.disabled = self.settings.disabled
+        self.dispatcher = Dispatcher(self.settings)
+        for d in (*self.plans.values(), *self.backward_plans.values()):
+            d.clear()
+
+    # -- forward ---------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor, dim: int, log: bool, alias_dim: int | None = None):
+        """softmax/log_softmax of ``x`` (eager, no autograd); ``dim`` normalized.
+
+        ``alias_dim``: the caller's spelling of dim (e.g. -1); the plan is stored under it too,
+        so the public fast path finds it without normalizing.
+        """
+        if x.numel() == 0:
+            return output_like(x, dim)
+        if not kernel_ok(x, self.settings.interpreter):
+            return torch_forward(x, dim, log)
+        op = "log_softmax" if log else "softmax"
+        plans = self.plans[op]
+        base = (x.shape, x.stride(), x.dtype, x.get_device())
+        plan = plans.get(base + (dim,))
+        if plan is not None:
+            out = plan(x)
+        else:
+            plan, out = self._first_run(op, x, dim, forward_plan, (x,))
+            if len(plans) >= MAX_PLANS:
+                plans.clear()
+            plans[base + (dim,)] = plan
+        if alias_dim is not None and alias_dim != dim:
+            plans[base + (alias_dim,)] = plan
+        return out
+
+    # -- backward --------------------------------------------------------------------------
+    def backward(self, y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+        """dx of softmax/log_softmax from its output y and gradient dy (eager; dim normalized)."""
+        check_dtype("y", y)
+        check_dtype("dy", dy)
+        if y.shape != dy.shape:
+            raise ValueError(f"y and dy must have one shape, got {tuple(y.shape)} and {tuple(dy.shape)}")
+        if y.dtype != dy.dtype:
+            dy = dy.to(y.dtype)  # autograd may hand a gradient of another float dtype
+        if y.device != dy.device:
+            raise ValueError(f"y and dy must be on one device, got {y.device} and {dy.device}")
+        dim = normalize_dim(dim, y.dim())
+        if y.numel() == 0:
+            return output_like(y, dim)
+        if not kernel_ok(y, self.settings.interpreter):
+            return torch_backward(y, dy, dim, log)
+        plans = self.backward_plans["log_softmax" if log else "softmax"]
+        key = (y.shape, y.stride(), dy.stride(), y.dtype, y.get_device(), dim)
+        plan = plans.get(key)
+        if plan is not None:
+            return plan(y, dy)
+        op = "log_softmax_backward" if log else "softmax_backward"
+        plan, out = self._first_run(op, y, dim, backward_plan, (y, dy))
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        plans[key] = plan
+        return out
+
+    def _first_run(self, op: str, t: torch.Tensor, dim: int, make_plan, args: tuple):
+        """Decide, build the plan and run it once. A tuned config that fails to load or launch
+        (e.g. a tampered database, a compiler that rejects it) must not break the caller:
+        warn and use the default config instead."""
+        problem = problem_of(t, dim)
+        picked = self.dispatcher.choice(op, problem, t.device)
+        try:
+            plan = make_plan(t, dim, op, picked.config)
+            return plan, plan(*args)
+        except Exception as err:
+            if picked.how == "default":
+                raise
+            fallback = default_config(op, problem, sm_count=self.dispatcher.table(t.device).sm_count)
+            warnings.warn(f"flashtune: the tuned {op} config for {picked.describe()} failed "
+                          f"({type(err).__name__}: {err}); using the default config {fallback.as_dict()}",
+                          DispatchWarning, stacklevel=4)
+            self.dispatcher.override(op, problem, t.device, fallback)
+            plan = make_plan(t, dim, op, fallback)
+            return plan, plan(*args)
+
+
+RUNTIME = Runtime()
+
+
+def reset() -> None:
+    """Re-read FLASHTUNE_* / TRITON_INTERPRET and forget loaded tables, decisions and plans."""
+    RUNTIME.reset()

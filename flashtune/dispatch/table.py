@@ -1,0 +1,122 @@
+"""The in-memory table of tuned winners for one device, and the exact/nearest lookup.
+
+Built once per device from ``flashtune.cache.read_runtime_winners``; after that no lookup
+touches the database. Rows tuned on other template versions (another family hash) are left
+out: their timings say nothing about the kernels rendered now.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..gen import ConfigError, OPS, template_family_hash, validate_config
+from ..gen.softmax_space import SoftmaxProblem, problem_bucket, problem_misfit
+from ..gen.space import Config
+
+Bucket = tuple  # sorted (name, value) pairs, as in ProblemKey.bucket
+
+
+class DispatchWarning(RuntimeWarning):
+    """The dispatcher worked around trouble (it fell back to a default config)."""
+
+
+@dataclass(frozen=True)
+class TunedEntry:
+    bucket: Bucket
+    config: Config
+    median_ms: float | None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    config: Config
+    how: str  # "exact" | "nearest" | "default"
+    tuned_bucket: Bucket | None  # the winner's bucket for exact and nearest
+
+
+def bucket_key(problem: SoftmaxProblem) -> Bucket:
+    return tuple(sorted(problem_bucket(problem).items()))
+
+
+def bucket_distance(a: Bucket, b: Bucket) -> float | None:
+    """Sum of |log2 a - log2 b| over the numeric fields; None if other fields differ."""
+    da, db = dict(a), dict(b)
+    if da.keys() != db.keys():
+        return None
+    total = 0.0
+    for name, va in da.items():
+        vb = db[name]
+        numeric = (type(va) is int and type(vb) is int and va > 0 and vb > 0)
+        if numeric:
+            total += abs(math.log2(va) - math.log2(vb))
+        elif va != vb:
+            return None
+    return total
+
+
+class WinnerTable:
+    """(op, dtype) -> tuned entries, for one device."""
+
+    def __init__(self, entries: Mapping[tuple[str, str], Iterable[TunedEntry]] | None = None):
+        self._entries: dict[tuple[str, str], dict[Bucket, TunedEntry]] = {}
+        for (op, dtype), items in (entries or {}).items():
+            self._entries[(op, dtype)] = {e.bucket: e for e in items}
+
+    @classmethod
+    def from_winners(cls, winners: Iterable[Any]) -> "WinnerTable":
+        """Keep the winners of known ops rendered by today's templates, re-validated."""
+        table: dict[tuple[str, str], list[TunedEntry]] = {}
+        bad: list[str] = []
+        hashes: dict[str, str] = {}
+        for w in winners:
+            op = w.key.op
+            if op not in OPS:
+                continue  # another op family (e.g. attention): not ours to dispatch
+            if op not in hashes:
+                hashes[op] = template_family_hash(op)
+            if w.family_hash != hashes[op]:
+                continue  # tuned on other templates
+            try:
+                config = validate_config(op, w.config)
+            except ConfigError as err:
+                bad.append(f"{op} {dict(w.key.bucket)}: {err}")
+                continue
+            table.setdefault((op, w.key.dtype), []).append(
+                TunedEntry(tuple(w.key.bucket), config, w.median_ms))
+        if bad:
+            warnings.warn(f"flashtune: ignoring {len(bad)} tuned config(s) that fail validation "
+                          f"(first: {bad[0]}); their problems use other tuned or default configs",
+                          DispatchWarning, stacklevel=2)
+        return cls(table)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    def entries(self) -> list[tuple[str, str, TunedEntry]]:
+        return [(op, dtype, e) for (op, dtype), d in sorted(self._entries.items()) for e in d.values()]
+
+    def lookup(self, op: str, problem: SoftmaxProblem) -> Lookup | None:
+        """The exact bucket's winner, else the nearest fitting one; None if nothing fits."""
+        by_bucket = self._entries.get((op, problem.dtype))
+        if not by_bucket:
+            return None
+        wanted = bucket_key(problem)
+        exact = by_bucket.get(wanted)
+        if exact is not None and problem_misfit(exact.config, problem) is None:
+            return Lookup(exact.config, "exact", exact.bucket)
+        best: tuple | None = None
+        for bucket, entry in by_bucket.items():
+            if bucket == wanted:
+                continue
+            distance = bucket_distance(wanted, bucket)
+            if distance is None or problem_misfit(entry.config, problem) is not None:
+                continue
+            rank = (distance, repr(bucket))  # ties: a fixed order, so every process agrees
+            if best is None or rank < best[0]:
+                best = (rank, entry)
+        if best is None:
+            return None
+        return Lookup(best[1].config, "nearest", best[1].bucket)

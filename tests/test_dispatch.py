@@ -1,0 +1,225 @@
+"""The runtime dispatcher: exact / nearest / default choices on a seeded database, broken
+databases, environment switches, logging and the no-database-on-the-hot-path promise.
+
+Without a GPU everything runs in Triton's interpreter on CPU tensors (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import pytest
+import torch
+
+import flashtune
+import flashtune.dispatch as dispatch
+import flashtune.dispatch.plans as plans
+from flashtune.cache import CacheWarning
+from flashtune.dispatch import DispatchWarning
+from flashtune.gen.softmax_ops import softmax_forward
+from flashtune.gen.softmax_space import SoftmaxProblem, default_config
+
+from dispatch_helpers import DEVICE, fresh_db, row_config, seed, sm_count  # noqa: F401
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")]
+
+
+def _ours(caught) -> list:
+    return [w for w in caught if issubclass(w.category, (CacheWarning, DispatchWarning))]
+
+
+def test_exact_bucket_wins(fresh_db):
+    tuned = row_config(64, rows=2)
+    seed(fresh_db, "softmax", "float32", (8, 64), tuned)
+    picked = dispatch.choice("softmax", (5, 40), "float32", DEVICE)  # bucket 8x64
+    assert picked.how == "exact"
+    assert picked.config.as_dict() == tuned
+    x = torch.randn(5, 40, device=DEVICE)
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+    # the same decision through the choose hook of the generator's user-level wrapper
+    seen = []
+
+    def hook(op, problem, device):
+        config = dispatch.RUNTIME.dispatcher.choose(op, problem, device)
+        seen.append(config)
+        return config
+
+    torch.testing.assert_close(softmax_forward(x, -1, choose=hook), torch.softmax(x, -1))
+    assert [c.as_dict() for c in seen] == [tuned]
+
+
+def test_nearest_fitting_bucket(fresh_db):
+    # (16, 50) has bucket 16x64. The closest tuned bucket (16x32, distance 1) holds a row
+    # config too narrow for 50 columns; the next one (4x64, distance 2) fits and wins over
+    # the far one (1024x64, distance 6).
+    seed(fresh_db, "log_softmax", "float32", (16, 32), row_config(32))
+    seed(fresh_db, "log_softmax", "float32", (4, 64), row_config(64, rows=4))
+    seed(fresh_db, "log_softmax", "float32", (1024, 64), row_config(64, rows=8))
+    picked = dispatch.choice("log_softmax", (16, 50), "float32", DEVICE)
+    assert picked.how == "nearest"
+    assert dict(picked.tuned_bucket) == {"rows_bucket": 4, "cols_bucket": 64}
+    assert picked.config.as_dict() == row_config(64, rows=4)
+    x = torch.randn(16, 50, device=DEVICE)
+    torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+
+
+def test_default_when_nothing_fits(fresh_db):
+    seed(fresh_db, "softmax", "float16", (8, 64), row_config(64))  # other dtype
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64),
+         family_hash="0" * 16)  # tuned on other templates: stale
+    seed(fresh_db, "softmax", "float32", (8, 16), row_config(16))  # too narrow for 40 columns
+    problem = SoftmaxProblem(8, 40, "float32")
+    picked = dispatch.choice("softmax", (8, 40), "float32", DEVICE)
+    assert picked.how == "default"
+    assert picked.config == default_config("softmax", problem, sm_count=sm_count())
+
+
+def test_missing_database_defaults_and_warns_once(fresh_db):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(3, 20, device=DEVICE)
+        for _ in range(3):
+            torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+        torch.testing.assert_close(flashtune.softmax(x[:, :7]), torch.softmax(x[:, :7], -1))
+    assert len(_ours(caught)) == 1, [str(w.message) for w in caught]
+    assert not fresh_db.exists(), "a runtime read must not create the database"
+
+
+def test_broken_database_correct_results_one_warning(fresh_db):
+    fresh_db.write_bytes(os.urandom(4096))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for shape in ((4, 30), (2, 100), (6, 8)):
+            x = torch.randn(shape, device=DEVICE)
+            for _ in range(2):
+                torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+                torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+        picked = dispatch.choice("softmax", (4, 30), "float32", DEVICE)
+    assert picked.how == "default"
+    ours = _ours(caught)
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert "flashtune" in str(ours[0].message)
+
+
+def test_no_database_access_on_hot_path(fresh_db):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64))
+    queries = []
+
+    def count(*args, **kwargs):
+        queries.append(args[2] if len(args) > 2 else None)
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        x = torch.randn(8, 64, device=DEVICE)
+        flashtune.softmax(x)  # warm-up: loads the table (the one read)
+        assert queries, "the warm-up call should have read the winner table"
+        queries.clear()
+        for _ in range(100):
+            flashtune.softmax(x)
+        # new problems after warm-up use the in-memory table too
+        flashtune.softmax(torch.randn(3, 10, device=DEVICE))
+        flashtune.log_softmax(x)
+        assert queries == []
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+
+
+def test_repeated_calls_reuse_the_plan(fresh_db, monkeypatch):
+    x = torch.randn(4, 33, device=DEVICE)
+    first = flashtune.softmax(x)
+    calls = []
+    real = plans.load_variant
+    monkeypatch.setattr(plans, "load_variant", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(dispatch.RUNTIME.dispatcher, "choose",
+                        lambda *a: pytest.fail("decision not memoized"))
+    for _ in range(5):
+        torch.testing.assert_close(flashtune.softmax(x), first)
+    assert calls == []
+
+
+def test_disable_switch_uses_plain_torch(fresh_db, monkeypatch):
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    monkeypatch.setattr(plans, "load_variant", lambda *a: pytest.fail("kernel loaded while disabled"))
+    x = torch.randn(3, 17, device=DEVICE)
+    assert torch.equal(flashtune.softmax(x, 0), torch.softmax(x, 0))
+    assert torch.equal(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+
+
+def test_cpu_without_interpreter_is_torch(fresh_db, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    dispatch.reset()
+    monkeypatch.setattr(plans, "load_variant", lambda *a: pytest.fail("kernel used on CPU"))
+    x = torch.randn(3, 17)
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1), rtol=0, atol=0)
+    torch.testing.assert_close(flashtune.log_softmax(x, 0), torch.log_softmax(x, 0), rtol=0, atol=0)
+
+
+def test_log_switch_logs_once_per_problem(fresh_db, monkeypatch, caplog):
+    monkeypatch.setenv("FLASHTUNE_LOG", "1")
+    dispatch.reset()
+    seed(fresh_db, "softmax", "float32", (4, 32), row_config(32))
+    x = torch.randn(4, 32, device=DEVICE)
+    with caplog.at_level(logging.INFO, logger="flashtune"):
+        for _ in range(3):
+            flashtune.softmax(x)
+        flashtune.softmax(torch.randn(2, 300, device=DEVICE))
+    records = [r for r in caplog.records if r.name == "flashtune"]
+    assert len(records) == 2
+    first, second = (r.getMessage() for r in records)
+    assert "softmax 4x32 float32" in first and "exact" in first and "'block': 32" in first
+    assert "rows_bucket" in first and "source " in first and first.rstrip().endswith(".py")
+    assert "2x300" in second and "default" in second
+
+
+def test_integer_dtype_is_a_type_error(fresh_db):
+    with pytest.raises(TypeError, match="torch.int64"):
+        flashtune.softmax(torch.arange(6, device=DEVICE).reshape(2, 3))
+    with pytest.raises(TypeError, match="torch.bool"):
+        flashtune.log_softmax(torch.ones(2, 3, dtype=torch.bool, device=DEVICE))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        flashtune.softmax([1.0, 2.0])
+
+
+def test_float64_is_computed_by_torch(fresh_db, monkeypatch):
+    monkeypatch.setattr(plans, "load_variant", lambda *a: pytest.fail("kernel used for fp64"))
+    x = torch.randn(3, 9, dtype=torch.float64, device=DEVICE)
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1), rtol=0, atol=0)
+
+
+def test_bad_dim(fresh_db):
+    x = torch.randn(3, 4, device=DEVICE)
+    with pytest.raises(IndexError, match="dim=2"):
+        flashtune.softmax(x, 2)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        flashtune.softmax(x, 1.5)
+
+
+def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
+    """A tuned variant that cannot be built or launched here must not break the model."""
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    seed(fresh_db, "softmax_backward", "float32", (8, 64), row_config(64, rows=2, fwd=False))
+    real = plans.load_variant
+
+    def picky(op, config):
+        if config["rows_per_program"] == 2:
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, config)
+
+    monkeypatch.setattr(plans, "load_variant", picky)
+    x = torch.randn(6, 50, device=DEVICE, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            with torch.no_grad():
+                torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+        flashtune.softmax(x).sum().backward()
+    assert len([w for w in caught if issubclass(w.category, DispatchWarning)]) == 2
+    assert dispatch.choice("softmax", (6, 50), "float32", DEVICE).how == "default"
+    torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-6, rtol=0)

@@ -1,0 +1,101 @@
+"""``flashtune show``, ``env``, ``clear`` and ``source --dispatch`` on a seeded database."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from flashtune.cli import main
+from flashtune.gen import template_family_hash
+from flashtune.gen.softmax_space import SoftmaxProblem, default_config
+
+from dispatch_helpers import DEVICE, fresh_db, row_config, seed  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")
+
+
+def _seed_with_default_trial(path):
+    """A 8x64 softmax winner twice as fast as the default config's trial."""
+    key = seed(path, "softmax", "float32", (8, 64), row_config(64, rows=2), median_ms=0.01)
+    device = DeviceInfo.current(torch.device(DEVICE))
+    default = default_config("softmax", SoftmaxProblem(8, 64, "float32"), sm_count=device.sm_count)
+    with TuneDB(f"sqlite:///{path}") as db:
+        db.record_trial(device, template_family_hash("softmax"), key, default.as_dict(),
+                        median_ms=0.02, p20_ms=0.019, p80_ms=0.021)
+    return key
+
+
+def test_show_lists_winners_with_speedup(fresh_db, capsys):
+    _seed_with_default_trial(fresh_db)
+    seed(fresh_db, "log_softmax", "float16", (4, 128), row_config(128))
+    assert main(["show"]) == 0
+    out = capsys.readouterr().out
+    assert "winners for" in out and ": 2" in out
+    lines = [l for l in out.splitlines() if l.startswith("softmax ")]
+    assert len(lines) == 1 and "8x64" in lines[0] and "2.00x" in lines[0]
+    assert "row block=64 rows=2" in lines[0]
+    log_line = next(l for l in out.splitlines() if l.startswith("log_softmax"))
+    assert " - " in log_line  # no default timing stored: said, not invented
+    assert main(["show", "--op", "log_softmax"]) == 0
+    assert "8x64" not in capsys.readouterr().out
+
+
+def test_show_without_database(fresh_db, capsys):
+    assert main(["show"]) == 0
+    assert "no winner database" in capsys.readouterr().out
+    assert not fresh_db.exists()
+
+
+def test_show_marks_stale_winners(fresh_db, capsys):
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64), family_hash="f" * 16)
+    assert main(["show"]) == 0
+    assert "stale" in capsys.readouterr().out
+
+
+def test_clear_needs_yes(fresh_db, capsys):
+    _seed_with_default_trial(fresh_db)
+    assert main(["clear"]) == 1
+    assert "would delete 1 winner" in capsys.readouterr().out
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        assert len(db.winners()) == 1
+    assert main(["clear", "--yes"]) == 0
+    assert "deleted 1 winner" in capsys.readouterr().out
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        assert db.winners() == []
+
+
+def test_clear_this_device_keeps_others(fresh_db, capsys):
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64))
+    other = DeviceInfo("Other GPU", "8.0", 108, "3.0.0")
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        db.upsert_winner(other, template_family_hash("softmax"),
+                         ProblemKey.make("softmax", "float32", {"rows_bucket": 8, "cols_bucket": 64}),
+                         row_config(64), median_ms=1.0, p20_ms=0.9, p80_ms=1.1, trials=1)
+    assert main(["clear", "--yes"]) == 0
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        assert [w.device.name for w in db.winners()] == ["Other GPU"]
+    assert main(["clear", "--all-devices", "--yes"]) == 0
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        assert db.winners() == []
+
+
+def test_env_reports_versions_and_locations(fresh_db, capsys):
+    import flashtune
+
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("device", "torch", "triton", f"flashtune            {flashtune.__version__}",
+                   str(fresh_db), "cache folder", "FLASHTUNE_DB"):
+        assert needle in out, needle
+    assert not fresh_db.exists(), "env must not create the database"
+
+
+def test_source_dispatch_prints_the_pick(fresh_db, capsys):
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    assert main(["source", "softmax", "--shape", "5x40", "--dtype", "float32", "--dispatch"]) == 0
+    captured = capsys.readouterr()
+    assert "exact" in captured.err and "'rows_per_program': 2" in captured.err
+    assert "rows_per_program = 2" in captured.out
+    assert main(["source", "softmax", "--shape", "5x3000", "--dtype", "float32", "--dispatch"]) == 0
+    assert "default" in capsys.readouterr().err

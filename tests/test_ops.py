@@ -1,0 +1,179 @@
+"""flashtune.softmax / log_softmax as a user sees them: results like torch on any layout,
+autograd, torch.compile(fullgraph=True), torch.library.opcheck and float64 gradcheck.
+
+Without a GPU the kernels run in Triton's interpreter on CPU tensors (tests/conftest.py); the
+fp16/bf16 gradient checks need a GPU (``-m gpu``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import flashtune
+import flashtune.dispatch as dispatch
+from flashtune.dispatch.plans import output_like
+
+from dispatch_helpers import DEVICE, fresh_db  # noqa: F401
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")]
+
+FNS = {"softmax": (flashtune.softmax, torch.softmax),
+       "log_softmax": (flashtune.log_softmax, torch.log_softmax)}
+
+
+def _layouts():
+    base = torch.randn(6, 5, 40, device=DEVICE)
+    yield "2d", base[0], -1
+    yield "2d-dim0", base[0], 0
+    yield "3d-last", base, 2
+    yield "3d-middle", base, 1
+    yield "3d-first", base, -3
+    yield "transposed", base[0].t(), -1
+    yield "column-slice", base[:, 1, 3:30], -1  # row stride 200, unit column stride
+    yield "1d", base[0, 0], 0
+    yield "0d", base[0, 0, 0], -1
+    yield "empty", base[:0], -1
+
+
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("case", [c[0] for c in _layouts()])
+def test_matches_torch_on_any_layout(fresh_db, name, case):
+    _, x, dim = next(c for c in _layouts() if c[0] == case)
+    ours, ref = FNS[name]
+    for _ in range(2):  # first call builds the plan, the second runs it
+        y = ours(x, dim)
+        assert y.shape == x.shape and y.dtype == x.dtype
+        torch.testing.assert_close(y, ref(x, dim))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_forward(fresh_db, dtype):
+    x = torch.randn(5, 70, device=DEVICE).to(dtype)
+    for name, (ours, ref) in FNS.items():
+        torch.testing.assert_close(ours(x), ref(x.float(), -1).to(dtype), atol=2e-2, rtol=2e-2)
+
+
+def test_result_layout_matches_fake(fresh_db):
+    x = torch.randn(4, 6, 10, device=DEVICE)
+    for dim in (0, 1, 2):
+        assert flashtune.softmax(x, dim).stride() == output_like(x, dim).stride()
+
+
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_fp32_gradients_match_torch(fresh_db, name, dim):
+    ours, ref = FNS[name]
+    x = torch.randn(5, 24, device=DEVICE, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    g = torch.randn(5, 24, device=DEVICE)
+    ours(x, dim).backward(g)
+    ref(x_ref, dim).backward(g)
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_fp32_double_backward_matches_torch(fresh_db):
+    for name, (ours, ref) in FNS.items():
+        x = torch.randn(3, 12, device=DEVICE, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        grads = []
+        for fn, inp in ((ours, x), (ref, x_ref)):
+            (g,) = torch.autograd.grad((fn(inp, -1) ** 2).sum(), inp, create_graph=True)
+            (gg,) = torch.autograd.grad(g.pow(2).sum(), inp)
+            grads.append((g, gg))
+        torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(grads[0][1], grads[1][1], atol=1e-4, rtol=1e-3)
+
+
+def test_torch_compile_fullgraph(fresh_db):
+    # backend="aot_eager": traces the graph (dynamo + AOT autograd, fake tensors through our
+    # register_fake, the backward through register_autograd) without inductor's C++ build,
+    # which on this CPU-only box would dominate the test time.
+    def f(x):
+        return flashtune.softmax(x * 2.0, -1) + flashtune.log_softmax(x, 0).exp()
+
+    def f_ref(x):
+        return torch.softmax(x * 2.0, -1) + torch.log_softmax(x, 0).exp()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    x = torch.randn(6, 20, device=DEVICE, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out = compiled(x)
+    torch.testing.assert_close(out, f_ref(x_ref))
+    g = torch.randn_like(out)
+    out.backward(g)
+    f_ref(x_ref).backward(g)
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # inference mode of the compiled function too
+        torch.testing.assert_close(compiled(x), f_ref(x))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_opcheck_forward(fresh_db, op):
+    fn = getattr(torch.ops.flashtune, op)
+    for x, dim in ((torch.randn(4, 9, device=DEVICE), 1),
+                   (torch.randn(3, 4, 5, device=DEVICE), 0),
+                   (torch.randn(4, 9, device=DEVICE, requires_grad=True), -1)):
+        torch.library.opcheck(fn, (x, dim))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_opcheck_backward(fresh_db, op):
+    fn = getattr(torch.ops.flashtune, f"{op}_backward")
+    y = getattr(torch, op)(torch.randn(4, 9, device=DEVICE), -1)
+    torch.library.opcheck(fn, (y, torch.randn(4, 9, device=DEVICE), -1))
+
+
+def test_gradcheck_float64_through_torch_fallback(fresh_db, monkeypatch):
+    """CPU without the interpreter: torch computes, our autograd registration is checked."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    dispatch.reset()
+    for fn in (flashtune.softmax, flashtune.log_softmax):
+        for dim in (-1, 0):
+            x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(lambda t: fn(t, dim), (x,))
+            assert torch.autograd.gradgradcheck(lambda t: fn(t, dim), (x,))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", FNS)
+def test_half_precision_gradients_gpu(fresh_db, dtype, name):
+    ours, ref = FNS[name]
+    x = torch.randn(64, 3000, device="cuda", dtype=dtype, requires_grad=True)
+    x_ref = x.detach().float().requires_grad_()
+    g = torch.randn(64, 3000, device="cuda", dtype=dtype)
+    ours(x, -1).backward(g)
+    ref(x_ref, -1).backward(g.float())
+    tol = 1e-2 if dtype == torch.float16 else 3e-2
+    torch.testing.assert_close(x.grad.float(), x_ref.grad, atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+def test_gpu_inference_matches_torch_on_large_rows(fresh_db):
+    for shape in ((8, 100_000), (300, 1000)):
+        x = torch.randn(shape, device="cuda", dtype=torch.float16)
+        for ours, ref in FNS.values():
+            for _ in range(2):
+                torch.testing.assert_close(ours(x), ref(x.float(), -1).half(), atol=2e-3, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_torch_compile_inductor_gpu(fresh_db):
+    """The default backend on a GPU (on CPU inductor's C++ build takes ~45 s: aot_eager above)."""
+    def f(x):
+        return flashtune.softmax(x.float() * 2.0, -1).to(x.dtype) + flashtune.log_softmax(x, 0)
+
+    def f_ref(x):
+        return torch.softmax(x.float() * 2.0, -1).to(x.dtype) + torch.log_softmax(x.float(), 0).to(x.dtype)
+
+    compiled = torch.compile(f, fullgraph=True)
+    x = torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out = compiled(x)
+    torch.testing.assert_close(out, f_ref(x_ref), atol=3e-2, rtol=3e-2)
+    g = torch.randn_like(out)
+    out.backward(g)
+    f_ref(x_ref).backward(g)
+    torch.testing.assert_close(x.grad.float(), x_ref.grad.float(), atol=5e-2, rtol=5e-2)
