@@ -205,6 +205,11 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     if not (q.is_cuda or (q.device.type == "cpu" and loader.interpreter_mode())):
         raise ValueError(f"q is on {q.device}; flashtune kernels need CUDA tensors "
                          "(or CPU tensors with TRITON_INTERPRET=1)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        # Kernels add 32-bit offsets inside one head to a 64-bit head base pointer.
+        if (t.shape[2] - 1) * t.stride(2) + (t.shape[3] - 1) * t.stride(3) >= 2**31:
+            raise ValueError(f"{name}: offsets inside one head pass 2**31 elements "
+                             f"(shape {tuple(t.shape)}, strides {t.stride()}); not supported")
     problem = problem_of(q, k, causal)
     cfg = select_config(problem, (q, k, v, out), config, choose)
     if q.is_cuda:

@@ -1,0 +1,79 @@
+"""``flashtune.attention``: the public flash-attention forward, registered with torch.library.
+
+The op ``flashtune::attention_fwd`` has a fake (meta) implementation, so torch.compile can trace
+through it, and an autograd formula that raises NotImplementedError: a backward through it
+fails loudly instead of producing a wrong (or silently missing) gradient.
+
+Which kernel variant runs is decided by a chooser hook: ``set_config_chooser(fn)`` with
+``fn(op, problem, device) -> config mapping`` (the dispatcher plugs in here); without one the
+heuristic ``attention_space.default_config`` is used.
+"""
+
+# No "from __future__ import annotations": torch.library.custom_op reads real annotations.
+
+import threading
+from typing import Optional
+
+import torch
+
+from .gen import attention_ops
+
+_chooser_lock = threading.Lock()
+_chooser: Optional[attention_ops.ConfigChooser] = None
+
+
+def set_config_chooser(chooser: Optional[attention_ops.ConfigChooser]) -> None:
+    """Install ``chooser(op, problem, device) -> config`` (None: back to the heuristic)."""
+    global _chooser
+    if chooser is not None and not callable(chooser):
+        raise TypeError(f"chooser must be callable or None, got {type(chooser).__name__}")
+    with _chooser_lock:
+        _chooser = chooser
+
+
+@torch.library.custom_op("flashtune::attention_fwd", mutates_args=())
+def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+                  return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse); lse is an empty tensor when return_lse is False."""
+    result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=_chooser)
+    if return_lse:
+        return result
+    return result, q.new_empty((0,), dtype=torch.float32)
+
+
+@attention_fwd.register_fake
+def _attention_fwd_fake(q, k, v, causal, scale, return_lse):
+    attention_ops.check_inputs(q, k, v)
+    lse_shape = tuple(q.shape[:3]) if return_lse else (0,)
+    return torch.empty_like(q), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    pass  # nothing to save: there is no backward yet
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise NotImplementedError(
+        "flashtune.attention has no backward yet (forward only); for training use "
+        "torch.nn.functional.scaled_dot_product_attention"
+    )
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: Optional[float] = None, return_lse: bool = False):
+    """Flash-attention forward: softmax(scale * q k^T [causal]) v.
+
+    q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D) with H a multiple of Hkv; float16 or bfloat16;
+    any strides ((B, N, H, D) tensors viewed with ``transpose(1, 2)`` work without a copy).
+    ``scale`` defaults to 1/sqrt(D). ``causal`` is bottom-right aligned when Nq != Nk (key c
+    is masked for query r when c > r + Nk - Nq); a query row that sees no key gets output 0.
+    Returns out (q's dtype and shape), or (out, lse) with lse (B, H, Nq) float32 in
+    natural-log units (-inf for rows that see no key).
+    """
+    attention_ops.check_inputs(q, k, v)
+    scale = attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
+    out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale, return_lse)
+    return (out, lse) if return_lse else out
