@@ -33,6 +33,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
                num_stages=1, lane_stats=False, l2_hint=False)
     if fwd:
         cfg["exp2"] = False
+        cfg["max_pass"] = False
     cfg.update(extra)
     return cfg
 

@@ -27,11 +27,14 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
     if regime == "row":
         shapes = [{"rows_per_program": r, "block": None} for r in (1, 4)]
         shapes.append({"rows_per_program": 1, "block": "double"})  # tile wider than the row
-    elif regime == "online":
-        shapes = [{"block": b, "lane_stats": ls} for b in (16, 64) for ls in (False, True)]
     else:
-        shapes = [{"block": b, "splits": s, "lane_stats": ls}
-                  for b in (16, 64) for s in (2, 8) for ls in (False, True)]
+        # loop statistics: chunk-wise online, per-lane online, or (forward) max pass then sum
+        stats = [{"lane_stats": False}, {"lane_stats": True}]
+        if fwd:
+            stats.append({"lane_stats": False, "max_pass": True})
+        splits = (None,) if regime == "online" else (2, 8)
+        shapes = [dict(st, block=b, **({"splits": s} if s else {}))
+                  for b in (16, 64) for s in splits for st in stats]
     return [dict(shape, **form) for shape in shapes for form in exp_forms]
 
 

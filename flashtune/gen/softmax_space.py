@@ -30,8 +30,10 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
     if regime == "row":
         if cfg["num_stages"] != 1:
             return "the row regime has no loop to pipeline: num_stages must be 1"
-        if cfg["l2_hint"] or cfg["lane_stats"]:
-            return "l2_hint and lane_stats apply to chunk loops only (row regime: False)"
+        if cfg["l2_hint"] or cfg["lane_stats"] or cfg.get("max_pass", False):
+            return "l2_hint, lane_stats and max_pass apply to chunk loops only (row regime: False)"
+    if cfg.get("max_pass", False) and cfg["lane_stats"]:
+        return "max_pass computes the sum against the final max: lane_stats must be False"
     return None
 
 
@@ -66,7 +68,11 @@ _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
 
 FORWARD_SPACE = VariantSpace(
     "softmax_fwd",
-    _COMMON + (Param("exp2", bool, (False, True), True, "exp(x) as exp2(x * log2 e)"),),
+    _COMMON + (
+        Param("exp2", bool, (False, True), True, "exp(x) as exp2(x * log2 e)"),
+        Param("max_pass", bool, (False, True), False,
+              "loop statistics as a max-only pass then a sum pass (3 reads, no rescaling)"),
+    ),
     _CONSTRAINTS,
 )
 BACKWARD_SPACE = VariantSpace("softmax_bwd", _COMMON, _CONSTRAINTS)
@@ -169,6 +175,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             raw["block"] = 1024
     if op.direction == "fwd":
         raw["exp2"] = True
+        raw["max_pass"] = False
     return op.space.validate(raw)
 
 
