@@ -47,6 +47,10 @@ from flashtune.gen.attention_space import (  # noqa: E402
 )
 from flashtune.gen.space import ConfigError  # noqa: E402
 from flashtune.reference import check_accuracy  # noqa: E402
+from flashtune.bench.attention import tflops  # noqa: E402 - shared with `flashtune bench`
+from flashtune.bench.checks import attention_oracle as oracle  # noqa: E402
+from flashtune.bench.checks import pick, sample_rows  # noqa: E402
+from flashtune.bench.peers import make_flex  # noqa: E402
 
 # name -> (B, H, N, D, causal flags to run)
 SHAPES = {
@@ -109,59 +113,6 @@ def _sync() -> None:
 
 def bench_ms(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
-def sample_rows(n: int, count: int = 192) -> torch.Tensor:
-    step = max(1, n // count)
-    rows = torch.cat([torch.arange(0, n, step), torch.arange(max(0, n - 8), n)])
-    return torch.unique(rows)
-
-
-def oracle(q, k, v, causal, heads, rows):
-    """float64 out for query ``rows`` of the (b, h) pairs in ``heads`` (bottom-right causal)."""
-    outs = []
-    n_q, n_k = q.shape[2], k.shape[2]
-    scale = q.shape[-1] ** -0.5
-    for b, h in heads:
-        qs = q[b, h, rows].double()
-        s = (qs @ k[b, h].double().T) * scale
-        if causal:
-            cols = torch.arange(n_k, device=q.device)[None, :]
-            s = s.masked_fill(cols > rows.to(q.device)[:, None] + (n_k - n_q), float("-inf"))
-        p = torch.softmax(s, -1).nan_to_num(0.0)
-        outs.append(p @ v[b, h].double())
-    return torch.stack(outs)
-
-
-def pick(out, heads, rows):
-    return torch.stack([out[b, h, rows] for b, h in heads])
-
-
-def tflops(batch, heads, n, d, causal, ms):
-    flops = 4 * batch * heads * n * n * d * (0.5 if causal else 1.0)
-    return flops / (ms * 1e-3) / 1e12
-
-
-def make_flex():
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-    if hasattr(torch._dynamo.config, "recompile_limit"):
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    compiled = torch.compile(flex_attention, dynamic=False)
-    masks = {}
-
-    def run_factory(q, k, v, causal):
-        mask = None
-        if causal:
-            key = (q.shape[2], k.shape[2])
-            if key not in masks:
-                masks[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None,
-                                               q.shape[2], k.shape[2], device=q.device)
-            mask = masks[key]
-        return lambda: compiled(q, k, v, block_mask=mask)
-
-    return run_factory
 
 
 def run_case(name, dtype_name, causal, limit, features, flex, log):

@@ -30,14 +30,12 @@ import triton.testing
 from flashtune.gen import ConfigError, load_variant
 from flashtune.gen.softmax_ops import softmax_forward
 from flashtune.gen.softmax_space import OPS, SoftmaxProblem, default_config, problem_misfit
+from flashtune.bench.peers import online_1024_config
+from flashtune.bench.shapes import SOFTMAX_SHAPES as SHAPES
 from flashtune.reference import check_accuracy, softmax_ref
 
-SHAPES = ((65536, 128), (16384, 1024), (8192, 4096), (4096, 16384), (1024, 65536),
-          (128, 262144), (16, 1048576), (4096, 50257))
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-ONLINE_1024 = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1,
-               "num_warps": 4, "num_stages": 1, "lane_stats": False, "l2_hint": False,
-               "exp2": False, "max_pass": False}
+ONLINE_1024 = online_1024_config()  # shared with `flashtune bench` (flashtune.bench.peers)
 
 
 def next_pow2(n: int) -> int:

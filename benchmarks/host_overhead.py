@@ -5,6 +5,8 @@ GPU script (one call on the GPU box):
     python benchmarks/host_overhead.py                 # writes benchmarks/results/host_overhead.{json,md}
     python benchmarks/host_overhead.py --out DIR --shape 4x128 --dtype float16 --iters 20000
 
+The measuring code lives in flashtune.bench.overhead (shared with `flashtune bench`).
+
 Method: small tensors, so the GPU finishes each kernel faster than the host can issue the next
 one; each candidate is called ``--iters`` times in a loop with ``torch.cuda.synchronize()`` only
 before and after. "host us" is the CPU time per call until the loop returns (launch cost seen
@@ -19,7 +21,13 @@ Candidates (same input, same kernel variant: the one the dispatcher picks for th
 - bare Triton kernel[grid](...)          the @triton.jit kernel called directly (row regime only)
 - torch.empty_like                       the output allocation alone, for reference
 
-The budget: flashtune.softmax on a cache hit <= 10 us per call.
+The budget: flashtune.softmax on a cache hit <= 10 us per call. flashtune.softmax launches its
+kernels through the fast path (flashtune.dispatch.fast_launch) where Triton allows it; this script
+adds the fast path's own candidates (fast_candidates below) and reports whether it was on:
+- flashtune.softmax (fast launch off)    FLASHTUNE_FAST_LAUNCH=0: JITFunction.run on every call
+- plan(x), fast / normal launch          the cached plan alone (alloc + launch), no op dispatch
+- generated launch(), fast path          launch(x, y) with its kernels behind FastKernel stand-ins
+- FastKernel kernel[grid](...)           the bare kernel call through a stand-in (row regime)
 
 ``--allow-cpu`` runs the same code on CPU tensors under TRITON_INTERPRET=1 (a smoke test of this
 script: interpreter timings mean nothing).
@@ -31,12 +39,8 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
-
-BUDGET_US = 10.0
 
 
 def _parse_shape(text: str) -> tuple[int, int]:
@@ -44,22 +48,71 @@ def _parse_shape(text: str) -> tuple[int, int]:
     return rows, cols
 
 
-def _time(fn, iters: int, repeats: int, sync) -> tuple[float, float]:
-    for _ in range(min(iters, 500)):
-        fn()
-    sync()
-    host, wall = [], []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        t1 = time.perf_counter()
-        sync()
-        t2 = time.perf_counter()
-        host.append((t1 - t0) / iters * 1e6)
-        wall.append((t2 - t0) / iters * 1e6)
-    return statistics.median(host), statistics.median(wall)
+def fast_candidates(x, config, module) -> list[tuple[str, object, object]]:
+    """(name, wrapper or None, call) for the fast launch path; a wrapper runs the timing."""
+    import torch
+    import triton
+
+    import flashtune
+    import flashtune.dispatch as dispatch
+    from flashtune.dispatch import fast_launch
+    from flashtune.dispatch.plans import forward_plan
+
+    y = torch.empty_like(x)
+    plan_fast = forward_plan(x, x.dim() - 1, "softmax", config, fast=True)
+    plan_normal = forward_plan(x, x.dim() - 1, "softmax", config, fast=False)
+    fast_launch_fn = fast_launch.accelerate(module.launch)
+
+    def fast_off(timing):
+        """Time with plans rebuilt under FLASHTUNE_FAST_LAUNCH=0, then restore."""
+        saved = os.environ.get(fast_launch.ENV_SWITCH)
+        os.environ[fast_launch.ENV_SWITCH] = "0"
+        dispatch.reset()
+        try:
+            return timing()
+        finally:
+            if saved is None:
+                os.environ.pop(fast_launch.ENV_SWITCH, None)
+            else:
+                os.environ[fast_launch.ENV_SWITCH] = saved
+            dispatch.reset()
+
+    out = [("flashtune.softmax (fast launch off)", fast_off, lambda: flashtune.softmax(x)),
+           ("plan(x), fast launch", None, lambda: plan_fast(x)),
+           ("plan(x), normal launch", None, lambda: plan_normal(x)),
+           ("generated launch(), fast path", None, lambda: fast_launch_fn(x, y))]
+    sup = fast_launch.support()
+    kernel = getattr(module, "_softmax_row", None)
+    if config["regime"] == "row" and sup is not None and type(kernel) is sup.jit_cls:
+        stand_in = fast_launch.FastKernel(kernel, sup)
+        rows, cols = x.shape
+        grid = (triton.cdiv(rows, config["rows_per_program"]),)
+        sx, sy = x.stride(0), y.stride(0)
+        blk, rpp = config["block"], config["rows_per_program"]
+        nw, ns = config["num_warps"], config["num_stages"]
+        out.append(("FastKernel kernel[grid](...)", None, lambda: stand_in[grid](
+            x, y, rows, cols, sx, sy, BLOCK=blk, ROWS=rpp, num_warps=nw, num_stages=ns)))
+    for name, _, fn in out:  # each must compute softmax before it is timed
+        if name.startswith(("plan", "generated", "FastKernel")):
+            y.zero_()
+            got = fn()
+            got = y if got is None or not isinstance(got, torch.Tensor) else got
+            torch.testing.assert_close(got.float(), torch.softmax(x.float(), -1),
+                                       atol=2e-3, rtol=2e-2, msg=name)
+    return out
+
+
+def fast_launch_report(x) -> dict:
+    """Is the fast path on, and did flashtune.softmax's plan for ``x``'s layout take it?"""
+    import flashtune.dispatch as dispatch
+    from flashtune.dispatch import fast_launch
+
+    plan = dispatch.RUNTIME.plans["softmax"].get(
+        (x.shape, x.stride(), x.dtype, x.get_device(), -1))
+    kernels = getattr(getattr(plan, "launch", None), "fast_kernels", ())
+    return {"status": fast_launch.status(),
+            "public_op_fast_calls": sum(k.fast_calls for k in kernels),
+            "public_op_normal_calls": sum(k.normal_calls for k in kernels)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,83 +128,46 @@ def main(argv: list[str] | None = None) -> int:
     if args.allow_cpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    import triton
 
-    import flashtune
+    from flashtune.bench.overhead import measure_overhead, overhead_markdown, time_calls
     from flashtune.dispatch import choice
-    from flashtune.gen import load_variant, source_path
+    from flashtune.gen import load_variant
 
     if torch.cuda.is_available() and not args.allow_cpu:
-        device = torch.device("cuda")
-        sync = torch.cuda.synchronize
-        device_name = torch.cuda.get_device_name()
+        device = "cuda"
     elif args.allow_cpu:
-        device, sync, device_name = torch.device("cpu"), (lambda: None), "cpu (Triton interpreter)"
+        device = "cpu"
     else:
         print("host_overhead.py needs a CUDA GPU (or --allow-cpu for a smoke test)", file=sys.stderr)
         return 2
 
-    dtype = getattr(torch, args.dtype)
-    rows, cols = args.shape
-    x = torch.randn(rows, cols, device=device, dtype=dtype)
-    xg = x.clone().requires_grad_()
-    y = torch.empty_like(x)
-    picked = choice("softmax", (rows, cols), args.dtype, device)
-    module = load_variant("softmax", picked.config)
-    print(f"{device_name}: softmax {rows}x{cols} {args.dtype}: {picked.how} config "
-          f"{picked.config.as_dict()}", flush=True)
-    torch.testing.assert_close(flashtune.softmax(x).float(), torch.softmax(x.float(), -1),
-                               atol=2e-3, rtol=2e-2)
-
-    cands = [
-        ("torch.softmax", lambda: torch.softmax(x, -1)),
-        ("flashtune.softmax", lambda: flashtune.softmax(x)),
-        ("flashtune.softmax (autograd)", lambda: flashtune.softmax(xg)),
-        ("torch.ops.flashtune.softmax", lambda: torch.ops.flashtune.softmax(x, -1)),
-        ("generated launch() (preallocated out)", lambda: module.launch(x, y)),
-    ]
-    cfg = picked.config
-    if cfg["regime"] == "row":
-        kernel = getattr(module, "_softmax_row")
-        grid = (triton.cdiv(rows, cfg["rows_per_program"]),)
-        sx, sy = x.stride(0), y.stride(0)
-        blk, rpp, nw, ns = cfg["block"], cfg["rows_per_program"], cfg["num_warps"], cfg["num_stages"]
-        cands.append(("bare Triton kernel[grid](...)", lambda: kernel[grid](
-            x, y, rows, cols, sx, sy, BLOCK=blk, ROWS=rpp, num_warps=nw, num_stages=ns)))
-    cands.append(("torch.empty_like (alloc only)", lambda: torch.empty_like(x)))
-
     iters = args.iters if not args.allow_cpu else min(args.iters, 20)
-    results = []
-    for i, (name, fn) in enumerate(cands, 1):
-        host, wall = _time(fn, iters, args.repeats, sync)
-        results.append({"name": name, "host_us": round(host, 3), "wall_us": round(wall, 3)})
-        print(f"[{i}/{len(cands)}] {name:40s} host {host:8.2f} us   wall {wall:8.2f} us", flush=True)
-
-    ours = next(r for r in results if r["name"] == "flashtune.softmax")
-    bare = next((r for r in results if r["name"].startswith("bare")), None)
-    verdict = "PASS" if ours["host_us"] <= BUDGET_US else "FAIL"
-    summary = (f"flashtune.softmax cache hit: {ours['host_us']:.2f} us/call host "
-               f"(budget {BUDGET_US} us: {verdict})")
-    if bare:
-        summary += f"; {ours['host_us'] - bare['host_us']:+.2f} us vs the bare Triton launch"
-    print(summary)
-
-    record = {
-        "device": device_name, "shape": [rows, cols], "dtype": args.dtype,
-        "iters": iters, "repeats": args.repeats, "python": platform.python_version(),
-        "torch": torch.__version__, "triton": triton.__version__,
-        "flashtune": flashtune.__version__, "choice": picked.how,
-        "config": picked.config.as_dict(), "source": str(source_path("softmax", picked.config)),
-        "budget_us": BUDGET_US, "verdict": verdict, "results": results,
-    }
+    record = measure_overhead(device, args.shape, args.dtype, iters, args.repeats,
+                              log=lambda line: print(line, flush=True))
+    rows, cols = args.shape
+    x = torch.randn(rows, cols, device=device, dtype=getattr(torch, args.dtype))
+    fast = fast_launch_report(x)  # before the candidates below reset the dispatcher's plans
+    # The fast path's own candidates, on the same shape, dtype and dispatcher choice.
+    config = choice("softmax", (rows, cols), args.dtype, device).config
+    extra = fast_candidates(x, config, load_variant("softmax", config))
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for i, (name, wrap, fn) in enumerate(extra, 1):
+        timing = (lambda fn=fn: time_calls(fn, iters, args.repeats, sync))
+        host, wall = wrap(timing) if wrap else timing()
+        record["results"].append({"name": name, "host_us": round(host, 3), "wall_us": round(wall, 3)})
+        print(f"[+{i}/{len(extra)}] {name:40s} host {host:8.2f} us   wall {wall:8.2f} us", flush=True)
+    record["fast_launch"] = fast
+    fast_line = (f"fast launch: {fast['status']}; flashtune.softmax's plan: "
+                 f"{fast['public_op_fast_calls']} fast / {fast['public_op_normal_calls']} normal "
+                 "launches")
+    print(record["summary"])
+    print(fast_line)
+    record["python"] = platform.python_version()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "host_overhead.json").write_text(json.dumps(record, indent=2) + "\n")
-    md = [f"# Host overhead per call ({device_name})", "",
-          f"softmax {rows}x{cols} {args.dtype}, {iters} calls x {args.repeats} repeats (median); "
-          f"torch {torch.__version__}, triton {triton.__version__}; dispatcher: {picked.how} config.",
-          "", "| candidate | host us/call | wall us/call |", "|---|---:|---:|"]
-    md += [f"| {r['name']} | {r['host_us']:.2f} | {r['wall_us']:.2f} |" for r in results]
-    md += ["", summary, ""]
+    md = [f"# Host overhead per call ({record['device']})", "",
+          f"torch {record['torch']}, triton {record['triton']}.", "", *overhead_markdown(record),
+          "", fast_line, ""]
     (args.out / "host_overhead.md").write_text("\n".join(md))
     print(f"wrote {args.out / 'host_overhead.json'} and {args.out / 'host_overhead.md'}")
     return 0

@@ -19,6 +19,8 @@ SUBCOMMANDS = {
     "export": "flashtune.cli.export_cmd",
     "import": "flashtune.cli.import_cmd",
     "clear": "flashtune.cli.clear_cmd",
+    "bench": "flashtune.cli.bench_cmd",
+    "report": "flashtune.cli.report_cmd",
 }
 
 

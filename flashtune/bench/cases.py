@@ -1,0 +1,93 @@
+"""One benchmark case: every implementation on the same inputs, checked, then timed.
+
+Each implementation gives one row: status "ok" (timed; ``check`` says whether its output is
+correct), "unavailable" (cannot run here), "failed" (raised: compile error, out of memory, ...)
+or "skipped" (budget). Nothing an implementation does can end the run.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .peers import FLASHTUNE, Impl, Unavailable, quiet_warnings, sdpa_unavailable
+from .report import fmt
+from .timing import Timer
+
+MAX_TEXT = 400
+
+
+def _text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"[:MAX_TEXT]
+
+
+def run_impl(impl: Impl, inputs, timer: Timer, check: Callable, metric: Callable) -> dict:
+    row: dict = {"impl": impl.name}
+    with quiet_warnings() as caught:
+        try:
+            fn, context = impl.prepare(inputs)
+            with context():
+                out = fn()
+                timer.sync()
+                row["check"] = check(out)
+                del out
+                ms, p20, p80 = timer.measure(fn)
+            row.update(status="ok", ms=ms, p20_ms=p20, p80_ms=p80, **metric(ms))
+        except Unavailable as err:
+            row.update(status="unavailable", error=str(err)[:MAX_TEXT])
+        except Exception as err:  # noqa: BLE001 - a failing implementation is a result
+            reason = sdpa_unavailable(err, caught)
+            row.update(status="unavailable" if reason else "failed", error=reason or _text(err))
+            _release_memory(timer)
+    notes = sorted({str(w.message)[:200] for w in caught})
+    if notes:
+        row["warnings"] = notes[:5]
+    return row
+
+
+def run_case(impls: list[Impl], inputs, timer: Timer, check: Callable, metric: Callable,
+             base: dict, skip: dict[str, str]) -> list[dict]:
+    """Rows of every implementation (``skip``: name -> reason), with flashtune's speedups."""
+    rows = []
+    for impl in impls:
+        if impl.name in skip:
+            row = {"impl": impl.name, "status": "skipped", "error": skip[impl.name]}
+        else:
+            row = run_impl(impl, inputs, timer, check, metric)
+        rows.append(dict(base, **row))
+    add_speedups(rows)
+    return rows
+
+
+def skipped_case(impls: list[Impl], base: dict, reason: str, status: str = "skipped") -> list[dict]:
+    return [dict(base, impl=i.name, status=status, error=reason) for i in impls]
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """flashtune's row gets ``speedup[peer] = peer ms / flashtune ms`` (> 1: flashtune faster)."""
+    ours = next((r for r in rows if r["impl"] == FLASHTUNE), None)
+    if ours is None or ours.get("status") != "ok":
+        return
+    ours["speedup"] = {r["impl"]: r["ms"] / ours["ms"] for r in rows
+                      if r["impl"] != FLASHTUNE and r.get("status") == "ok"}
+
+
+def _release_memory(timer: Timer) -> None:
+    if timer.on_gpu:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def case_line(rows: list[dict]) -> str:
+    """One progress line: each implementation's throughput or status."""
+    first = rows[0]
+    key = "gbs" if first["op"] == "softmax" else "tflops"
+    unit = "GB/s" if key == "gbs" else "TFLOP/s"
+    parts = []
+    for r in rows:
+        value = fmt(r[key]) if r.get("status") == "ok" else r.get("status", "?")
+        if r.get("status") == "ok" and not r.get("check", {}).get("ok", True):
+            value += "(WRONG)"
+        parts.append(f"{r['impl']}={value}")
+    causal = f" causal={int(first['causal'])}" if "causal" in first else ""
+    return f"{first['op']} {first['shape']} {first['dtype']}{causal} [{unit}]: " + " ".join(parts)

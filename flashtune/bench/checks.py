@@ -1,0 +1,78 @@
+"""Correctness of every measured output: against the reference peer's output (same dtype) and
+against a float64 oracle, with the project's accuracy rule (flashtune.reference.check_accuracy:
+error vs float64 at most 1.1 x the peer's, plus two ulps)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..reference import check_accuracy, softmax_ref
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+
+
+def _summary(acc, diff: float, peer: str) -> dict:
+    return {"ok": bool(acc.ok), "err_f64": acc.err, "peer_err_f64": acc.peer_err,
+            "bound": acc.bound, "max_diff_vs_peer": diff, "peer": peer, "detail": str(acc)}
+
+
+class SoftmaxCheck:
+    """Full float64 oracle (cheap next to the benchmark) and torch.softmax as the peer."""
+
+    PEER = "torch.softmax"
+
+    def __init__(self, x: torch.Tensor):
+        self.ref = softmax_ref(x, -1)
+        self.peer = torch.softmax(x, -1)
+
+    def __call__(self, out: torch.Tensor) -> dict:
+        return _summary(check_accuracy(out, self.ref, self.peer), _max_diff(out, self.peer), self.PEER)
+
+
+def sample_rows(n: int, count: int = 192) -> torch.Tensor:
+    """About ``count`` query rows spread over [0, n), plus the last 8 (ragged tails)."""
+    step = max(1, n // count)
+    rows = torch.cat([torch.arange(0, n, step), torch.arange(max(0, n - 8), n)])
+    return torch.unique(rows)
+
+
+def attention_oracle(q, k, v, causal: bool, heads, rows) -> torch.Tensor:
+    """float64 output for query ``rows`` of the (b, h) pairs in ``heads`` (bottom-right causal)."""
+    outs = []
+    n_q, n_k = q.shape[2], k.shape[2]
+    scale = q.shape[-1] ** -0.5
+    for b, h in heads:
+        qs = q[b, h, rows].double()
+        s = (qs @ k[b, h].double().T) * scale
+        if causal:
+            cols = torch.arange(n_k, device=q.device)[None, :]
+            s = s.masked_fill(cols > rows.to(q.device)[:, None] + (n_k - n_q), float("-inf"))
+        p = torch.softmax(s, -1).nan_to_num(0.0)
+        outs.append(p @ v[b, h].double())
+    return torch.stack(outs)
+
+
+def pick(out: torch.Tensor, heads, rows) -> torch.Tensor:
+    return torch.stack([out[b, h, rows] for b, h in heads])
+
+
+class AttentionCheck:
+    """float64 oracle on sampled rows of the first and last head (a full one would cost more than
+    the benchmark); SDPA with torch's own backend choice as the peer, compared in full."""
+
+    PEER = "sdpa (default backend)"
+
+    def __init__(self, q, k, v, causal: bool, peer_out: torch.Tensor):
+        self.heads = [(0, 0), (q.shape[0] - 1, q.shape[1] - 1)]
+        self.rows = sample_rows(q.shape[2]).to(q.device)
+        self.ref = attention_oracle(q, k, v, causal, self.heads, self.rows)
+        self.peer = peer_out
+
+    def __call__(self, out: torch.Tensor) -> dict:
+        acc = check_accuracy(pick(out, self.heads, self.rows), self.ref,
+                             pick(self.peer, self.heads, self.rows))
+        return _summary(acc, _max_diff(out, self.peer), self.PEER)

@@ -1,0 +1,212 @@
+"""The Markdown report and the console summary, both rendered from a bench result (the JSON).
+
+``flashtune report`` re-renders them from a saved JSON, so everything here reads only the
+result dict: no GPU, no database.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
+
+SCHEMA = "flashtune-bench/1"
+JSON_NAME = "flashtune_bench.json"
+MARKDOWN_NAME = "flashtune_bench.md"
+STATUS_MARK = {"unavailable": "n/a", "failed": "fail", "skipped": "skip"}
+
+
+def load_result(path: Any) -> dict:
+    """A result written by ``flashtune bench``; ValueError naming the file if it is not one."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a flashtune bench result (expected schema {SCHEMA!r})")
+    for key, kind in (("meta", dict), ("softmax", list), ("attention", list)):
+        if not isinstance(data.get(key), kind):
+            raise ValueError(f"{path}: field {key!r} must be a {kind.__name__}")
+    return data
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def group_cases(rows: list[dict]) -> list[dict[str, dict]]:
+    """Rows of one case (shape, dtype, causal) together, impl -> row, in run order."""
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        cases.setdefault((r["shape"], r["dtype"], r.get("causal")), {})[r["impl"]] = r
+    return list(cases.values())
+
+
+def _cell(row: dict | None, key: str) -> str:
+    if row is None:
+        return "missing"
+    if row.get("status") != "ok":
+        return STATUS_MARK.get(row.get("status"), "?")
+    mark = "" if row.get("check", {}).get("ok", True) else " (wrong!)"
+    return fmt(row.get(key)) + mark
+
+
+def _ratio(ours: dict | None, peer: str) -> str:
+    value = (ours or {}).get("speedup", {}).get(peer)
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+
+
+def _dispatch(ours: dict | None) -> str:
+    info = (ours or {}).get("dispatch") or {}
+    if "how" not in info:
+        return "-"
+    config = info.get("config") or {}
+    if "regime" in config:
+        from ..dispatch.info import compact_config
+
+        return f"{info['how']}: {compact_config(config)}"
+    keys = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+    tile = " ".join(f"{k}={config[k]}" for k in keys if k in config)
+    flags = [k for k in ("tma", "warp_specialize", "persistent") if config.get(k)]
+    return f"{info['how']}: {tile}" + (" +" + ",".join(flags) if flags else "")
+
+
+def softmax_table(result: dict) -> list[str]:
+    copy = result.get("copy", {}).get("gbs")
+    head = ["shape", "dtype", "MiB", "flashtune GB/s", "% copy", *SOFTMAX_PEERS,
+            *(f"x {p}" for p in SOFTMAX_PEERS), "flashtune config"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case in group_cases(result["softmax"]):
+        ours = case.get(FLASHTUNE)
+        first = next(iter(case.values()))
+        frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
+        cells = [first["shape"], first["dtype"], f"{first.get('mib', 0):.1f}", _cell(ours, "gbs"),
+                 "-" if frac is None else f"{100 * frac:.0f}%",
+                 *(_cell(case.get(p), "gbs") for p in SOFTMAX_PEERS),
+                 *(_ratio(ours, p) for p in SOFTMAX_PEERS), _dispatch(ours)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + ["", f"Copy bandwidth: {fmt(copy)} GB/s."]
+
+
+def attention_table(result: dict) -> list[str]:
+    head = ["shape (B,H,N,D)", "dtype", "causal", "flashtune TFLOP/s", *ATTENTION_PEERS,
+            *(f"x {p}" for p in ATTENTION_PEERS), "flashtune config"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case in group_cases(result["attention"]):
+        ours = case.get(FLASHTUNE)
+        f = next(iter(case.values()))
+        cells = [f"{f['B']},{f['H']},{f['N']},{f['D']}", f["dtype"], str(int(f["causal"])),
+                 _cell(ours, "tflops"), *(_cell(case.get(p), "tflops") for p in ATTENTION_PEERS),
+                 *(_ratio(ours, p) for p in ATTENTION_PEERS), _dispatch(ours)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def notes(result: dict) -> list[str]:
+    """Every row that did not produce a correct timing, grouped by (impl, status, reason)."""
+    groups: dict[tuple, list[str]] = {}
+    for r in result["softmax"] + result["attention"]:
+        causal = " causal" if r.get("causal") else ""
+        case = f"{r['op']} {r['shape']} {r['dtype']}{causal}"
+        if r.get("status") != "ok":
+            groups.setdefault((r["impl"], r.get("status"), r.get("error") or ""), []).append(case)
+        elif not r.get("check", {}).get("ok", True):
+            groups.setdefault((r["impl"], "wrong output", r["check"].get("detail", "")), []).append(case)
+    lines = []
+    for (impl, status, reason), cases in groups.items():
+        shown = ", ".join(cases[:4]) + (f" and {len(cases) - 4} more" if len(cases) > 4 else "")
+        lines.append(f"- **{impl}** {status} in {len(cases)} case(s) ({shown}): {reason}")
+    return lines or ["- none: every implementation ran and passed its check in every case"]
+
+
+def checks_line(result: dict) -> str:
+    timed = [r for r in result["softmax"] + result["attention"] if r.get("status") == "ok"]
+    good = sum(1 for r in timed if r.get("check", {}).get("ok"))
+    return (f"{good} of {len(timed)} timed outputs pass the accuracy rule (max error vs float64 "
+            "at most 1.1 x the reference peer's + 2 ulps; softmax: full float64 oracle, reference "
+            "torch.softmax; attention: float64 oracle on sampled query rows of the first and last "
+            "head, reference SDPA with torch's default backend).")
+
+
+def tuning_lines(result: dict) -> list[str]:
+    from .tuning import problem_label
+
+    tuning = result.get("tuning") or {}
+    problems = tuning.get("problems") or []
+    if not problems:
+        return [f"No tuning records ({tuning.get('note') or 'not collected'})."]
+    lines = ["| problem | trials | first ok ms | best ms | winner ms |", "|---|---:|---:|---:|---:|"]
+    for p in problems:
+        ok = [t for t in p["trials"] if t["status"] == "ok"]
+        first = ok[0]["median_ms"] if ok else None
+        best = ok[-1]["best_ms"] if ok else None
+        lines.append(f"| {problem_label(p)} | {len(p['trials'])} | {fmt4(first)} | {fmt4(best)} | "
+                     f"{fmt4(p.get('winner_ms'))} |")
+    return lines
+
+
+def fmt4(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def header(meta: dict) -> list[str]:
+    commit = meta.get("git_commit") or "unknown"
+    if meta.get("git_dirty"):
+        commit += " (uncommitted changes)"
+    mode = meta.get("mode", "?")
+    budget = "no budget" if meta.get("budget_s") is None else f"budget {fmt(meta['budget_s'])} s"
+    return [f"{meta.get('device', '?')}, {str(meta.get('date', '?'))[:19]} UTC; torch "
+            f"{meta.get('torch')}, triton {meta.get('triton')}, flashtune {meta.get('flashtune')}, "
+            f"commit {commit}; mode {mode}; wall {fmt(meta.get('wall_s'))} s ({budget}).", "",
+            f"Timing: {meta.get('timing', '?')}. Inputs: randn, fixed seed. "
+            "flashtune runs through its public API (flashtune.softmax / flashtune.attention) with "
+            "the tuned winners of the cache; `x PEER` = peer time / flashtune time (> 1: flashtune "
+            "is faster). n/a: unavailable here, fail: raised, skip: budget (see Notes)."]
+
+
+def markdown(result: dict, plots: list[str]) -> str:
+    out = ["# flashtune benchmark", "", *header(result["meta"]), ""]
+    if result["softmax"]:
+        out += ["## Softmax forward (GB/s = 2 x bytes(x) / time)", "", *softmax_table(result), ""]
+    if result["attention"]:
+        out += ["## Attention forward (TFLOP/s = 4 B H N^2 D / time, x 0.5 causal)", "",
+                *attention_table(result), ""]
+    out += ["## Correctness", "", checks_line(result), "", "## Notes", "", *notes(result), ""]
+    overhead = result.get("overhead")
+    if overhead:
+        from .overhead import overhead_markdown
+
+        out += ["## Host overhead per call", ""]
+        out += overhead_markdown(overhead) if "results" in overhead else \
+            [f"Not measured: {overhead.get('error', '?')}"]
+        out.append("")
+    out += ["## Tuning history", "", *tuning_lines(result), ""]
+    if plots:
+        out += ["## Plots", "", *(f"![{Path(p).stem}]({Path(p).name})" for p in plots), ""]
+    return "\n".join(out)
+
+
+def summary(result: dict) -> str:
+    """The short table printed last: flashtune's number and its ratio to each peer per case."""
+    lines = []
+    for op, key, unit, peers in (("softmax", "gbs", "GB/s", SOFTMAX_PEERS),
+                                 ("attention", "tflops", "TFLOP/s", ATTENTION_PEERS)):
+        if not result[op]:
+            continue
+        lines.append(f"{op} ({unit}; x PEER = peer time / flashtune time)")
+        lines.append(f"  {'case':40s} {'flashtune':>10s} " + " ".join(f"{p:>14s}" for p in peers))
+        for case in group_cases(result[op]):
+            ours = case.get(FLASHTUNE)
+            f = next(iter(case.values()))
+            name = f"{f['shape']} {f['dtype']}" + (" causal" if f.get("causal") else "")
+            ratios = " ".join(f"{'x ' + _ratio(ours, p):>14s}" if _ratio(ours, p) != "-"
+                              else f"{_cell(case.get(p), key):>14s}" for p in peers)
+            lines.append(f"  {name:40s} {_cell(ours, key):>10s} {ratios}")
+    return "\n".join(lines)

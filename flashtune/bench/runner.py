@@ -1,0 +1,173 @@
+"""``flashtune bench``: every case of the chosen set, in one process, then the report files.
+
+Order: copy bandwidth, softmax cases, attention cases (each phase within its share of the
+budget, see flashtune.bench.budget), host overhead, tuning history; then the JSON, the Markdown
+and the plots in the output folder, and the short summary table last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .budget import Budget
+from .report import JSON_NAME, MARKDOWN_NAME, SCHEMA, markdown, summary
+from .shapes import case_set
+from .timing import Timer, copy_bandwidth
+
+OPS = ("softmax", "attention")
+SOFTMAX_SHARE = 0.30  # of the budget, when attention runs too; else the softmax gets CASES_SHARE
+CASES_SHARE = 0.85    # the rest: host overhead, tuning history and the report files
+
+
+@dataclass
+class BenchOptions:
+    out: Path
+    mode: str = "full"  # "full" | "quick" | "interpret"
+    budget_s: float | None = None
+    ops: tuple[str, ...] = OPS
+    db: str | None = None
+    overhead: bool = True
+    log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+
+    def __post_init__(self) -> None:
+        case_set(self.mode)  # ValueError for an unknown mode
+        unknown = [op for op in self.ops if op not in OPS]
+        if unknown or not self.ops:
+            raise ValueError(f"ops must be a non-empty subset of {OPS}, got {self.ops!r}")
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """(commit, has uncommitted changes) of the checkout flashtune runs from, if it is one."""
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+        return head.stdout.strip(), bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _meta(options: BenchOptions, on_gpu: bool, timer: Timer) -> dict:
+    import torch
+    import triton
+
+    import flashtune
+
+    commit, dirty = git_state()
+    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "mode": options.mode,
+            "quick": options.mode == "quick", "budget_s": options.budget_s,
+            "torch": torch.__version__, "triton": triton.__version__,
+            "flashtune": flashtune.__version__, "python": platform.python_version(),
+            "git_commit": commit, "git_dirty": dirty}
+    if on_gpu:
+        props = torch.cuda.get_device_properties(0)
+        meta.update(device=props.name, sm_count=props.multi_processor_count,
+                    capability=f"{props.major}.{props.minor}",
+                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                    timing=f"triton.testing.do_bench medians (CUDA events, L2 flushed; warm-up "
+                           f"{timer.warmup_ms} ms, {timer.rep_ms} ms of repetitions; p20/p80 in "
+                           "the JSON)")
+    else:
+        meta.update(device="cpu (Triton interpreter)", sm_count=None, capability="cpu",
+                    timing=f"time.perf_counter medians of {timer.cpu_reps} calls after a warm-up "
+                           "call; CPU tensors through Triton's interpreter, so the numbers say "
+                           "nothing about GPU speed")
+    return meta
+
+
+def run_bench(options: BenchOptions) -> dict:
+    """Run the benchmark, write the report files into ``options.out``; the result dict."""
+    import torch
+
+    from .attention import run_attention
+    from .softmax import run_softmax
+
+    log = options.log
+    interpret = options.mode == "interpret"
+    if not interpret and not torch.cuda.is_available():
+        raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU smoke run")
+    budget = Budget(options.budget_s)
+    on_gpu = not interpret
+    device = "cuda" if on_gpu else "cpu"
+    timer = Timer(on_gpu=on_gpu)
+    cases = case_set(options.mode)
+    result = {"schema": SCHEMA, "meta": _meta(options, on_gpu, timer), "softmax": [],
+              "attention": []}
+    log(f"flashtune bench ({options.mode}) on {result['meta']['device']}, torch "
+        f"{result['meta']['torch']}, triton {result['meta']['triton']}")
+    result["copy"] = copy_bandwidth(timer, device)
+    log(f"copy bandwidth {result['copy']['gbs']:.4g} GB/s")
+    if "softmax" in options.ops:
+        share = SOFTMAX_SHARE if "attention" in options.ops else CASES_SHARE
+        result["softmax"] = run_softmax(cases.softmax_shapes, cases.softmax_dtypes, timer, device,
+                                        result["copy"]["gbs"], budget.phase(share), interpret, log)
+    if "attention" in options.ops:
+        result["attention"] = run_attention(cases.attention_shapes, cases.attention_dtypes, timer,
+                                            device, budget.phase(CASES_SHARE), interpret, log)
+    result["overhead"] = _overhead(options, device, on_gpu, log)
+    from .tuning import tuning_history
+
+    result["tuning"] = tuning_history(options.db)
+    result["meta"]["wall_s"] = budget.elapsed()
+    write_outputs(result, Path(options.out), log)
+    log(summary(result))
+    return result
+
+
+def _overhead(options: BenchOptions, device: str, on_gpu: bool, log) -> dict | None:
+    if not options.overhead:
+        return None
+    from .overhead import measure_overhead
+
+    iters, repeats = (5000, 5) if on_gpu else (10, 3)
+    try:
+        record = measure_overhead(device, iters=iters, repeats=repeats)
+    except Exception as err:  # noqa: BLE001 - recorded, like any failing measurement
+        return {"error": f"{type(err).__name__}: {err}"[:400]}
+    log(record["summary"])
+    return record
+
+
+def write_outputs(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
+    """The JSON (bench only), the Markdown and the plots; the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / JSON_NAME
+    json_path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    written = [json_path] + render(result, out, log)
+    log("wrote " + ", ".join(str(p) for p in written))
+    return written
+
+
+def render(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
+    """The Markdown and the plots of ``result`` (what ``flashtune report`` redoes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        from .plots import write_plots
+
+        plots = write_plots(result, out)
+    except ImportError as err:
+        log(f"no plots ({err}): pip install 'flashtune[bench]' for matplotlib")
+        plots = []
+    md_path = out / MARKDOWN_NAME
+    md_path.write_text(markdown(result, [p.name for p in plots]))
+    return [md_path, *plots]
+
+
+def interpret_env() -> None:
+    """Switch this process to Triton's interpreter before any kernel module is loaded."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    from ..dispatch import reset
+
+    reset()
+

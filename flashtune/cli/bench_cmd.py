@@ -1,0 +1,64 @@
+"""``flashtune bench``: flashtune's public ops vs their peers on this GPU, with a report.
+
+Runs the shape sets of benchmarks.md through flashtune.softmax / flashtune.attention (the tuned
+winners of the cache, via the dispatcher) and every peer (torch.softmax, torch.compile, the
+online BLOCK-1024 kernel; SDPA with each backend forced, compiled FlexAttention) in one
+process: copy bandwidth first, then do_bench medians, each output checked against the peer's and
+float64. Writes flashtune_bench.json, flashtune_bench.md and plot_*.png into --out, and prints a
+short table last. A peer that fails or is unavailable is recorded as such.
+
+--interpret (or TRITON_INTERPRET=1): tiny shapes on CPU tensors through Triton's interpreter,
+perf_counter timings (a smoke run of the harness; the numbers mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark flashtune against its peers, write a report",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
+                   help="output folder (default: benchmarks/results)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "
+                        "GPU, none under --interpret); late cases drop compiled peers, then are skipped")
+    p.add_argument("--quick", action="store_true", help="a subset of the shape sets")
+    p.add_argument("--interpret", action="store_true",
+                   help="CPU smoke run under Triton's interpreter (tiny shapes)")
+    p.add_argument("--ops", default="softmax,attention", help="comma list (default: both)")
+    p.add_argument("--db", default=None, help="winner database URL or SQLite file (default: "
+                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite); used by the dispatcher "
+                   "and for the tuning history")
+    p.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurement")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    import os
+
+    from ..gen.loader import interpreter_mode
+
+    interpret = args.interpret or interpreter_mode()
+    if args.budget is not None and not args.budget > 0:
+        raise ValueError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.db is not None:
+        os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
+    from ..bench.runner import BenchOptions, interpret_env, run_bench
+
+    if interpret:
+        interpret_env()
+    elif args.db is not None:
+        from ..dispatch import reset
+
+        reset()
+    budget = args.budget if args.budget is not None else (None if interpret else DEFAULT_GPU_BUDGET_S)
+    ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
+    mode = "interpret" if interpret else ("quick" if args.quick else "full")
+    run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
+                           overhead=not args.no_overhead))
+    return 0

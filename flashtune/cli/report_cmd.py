@@ -1,0 +1,30 @@
+"""``flashtune report RESULT.json [--out DIR]``: re-render a bench result (no GPU needed).
+
+Reads the JSON written by ``flashtune bench`` and writes flashtune_bench.md and the plot_*.png
+files again (into --out, default the JSON's folder), then prints the short summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="re-render the report of a `flashtune bench` JSON",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("result", type=Path, help="the flashtune_bench.json of a bench run")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: the JSON's)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..bench.report import load_result, summary
+    from ..bench.runner import render
+
+    result = load_result(args.result)
+    out = args.out if args.out is not None else args.result.parent
+    written = render(result, out, print)
+    print("wrote " + ", ".join(str(p) for p in written))
+    print(summary(result))
+    return 0

@@ -1,0 +1,177 @@
+"""``flashtune bench --interpret`` end to end, and ``flashtune report`` re-rendering its JSON.
+
+One interpreter run per module (tiny shapes, CPU tensors): the JSON holds every shape x dtype x
+implementation row, the Markdown every case, the plots are real PNG files, the tuning history
+comes from the seeded database, and ``flashtune report`` rebuilds the same Markdown from the JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+
+import pytest
+import torch
+
+import flashtune.dispatch as dispatch
+from flashtune.bench.peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
+from flashtune.bench.report import JSON_NAME, MARKDOWN_NAME, SCHEMA
+from flashtune.bench.shapes import (INTERPRET_ATTENTION_DTYPES, INTERPRET_ATTENTION_SHAPES,
+                                    INTERPRET_SOFTMAX_DTYPES, INTERPRET_SOFTMAX_SHAPES)
+from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from flashtune.cli import main
+from flashtune.gen import template_family_hash
+from flashtune.gen.softmax_space import OPS, SoftmaxProblem, problem_bucket
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter run (CPU only)")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PLOTS = ["plot_softmax.png", *(f"plot_attention_{d}.png" for d in INTERPRET_ATTENTION_DTYPES),
+         "plot_tuning.png", "plot_overhead.png"]
+TUNED = SoftmaxProblem(4, 128, "float16")
+TUNED_MS = [0.30, 0.50, 0.20, 0.25]  # in measured order: best so far 0.30, 0.30, 0.20, 0.20
+
+
+def _seed_tuning(url: str) -> None:
+    """Trials of three row configs (one measured twice is replaced) and the winner."""
+    space = OPS["softmax"].space
+    configs = [space.complete(dict(regime="row", block=128, rows_per_program=r, splits=1,
+                                   num_warps=w, num_stages=1))
+               for r, w in ((1, 1), (2, 1), (4, 2), (1, 4))]
+    device = DeviceInfo.current(torch.device("cpu"))
+    key = ProblemKey.make("softmax", TUNED.dtype, problem_bucket(TUNED))
+    family = template_family_hash("softmax")
+    with TuneDB(url) as db:
+        for config, ms in zip(configs, TUNED_MS):
+            db.record_trial(device, family, key, config.as_dict(), median_ms=ms)
+        db.record_trial(device, family, key, configs[0].as_dict(), error="OutOfResources: planted")
+        db.upsert_winner(device, family, key, configs[2].as_dict(), median_ms=0.2, p20_ms=0.19,
+                         p80_ms=0.21, trials=5)
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    url = f"sqlite:///{root / 'tuned.sqlite'}"
+    _seed_tuning(url)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLASHTUNE_DB", url)  # --db sets it too: restored on exit
+        mp.setenv("TRITON_INTERPRET", "1")
+        rc, out, err = _cli("bench", "--interpret", "--out", str(root / "out"), "--db", url)
+    dispatch.reset()  # the session's database again for later tests
+    assert rc == 0, err
+    result = json.loads((root / "out" / JSON_NAME).read_text())
+    return root / "out", result, out
+
+
+def test_json_has_meta_and_copy_bandwidth(bench_run):
+    _, result, _ = bench_run
+    assert result["schema"] == SCHEMA
+    meta = result["meta"]
+    for key in ("device", "date", "torch", "triton", "flashtune", "git_commit", "mode", "timing"):
+        assert key in meta, key
+    assert meta["mode"] == "interpret" and meta["flashtune"]
+    assert result["copy"]["gbs"] > 0 and result["copy"]["bytes"] > 0
+
+
+def test_every_softmax_row_present(bench_run):
+    _, result, _ = bench_run
+    impls = (FLASHTUNE, *SOFTMAX_PEERS)
+    want = {(f"{r}x{c}", d, i) for (r, c), d, i in
+            itertools.product(INTERPRET_SOFTMAX_SHAPES, INTERPRET_SOFTMAX_DTYPES, impls)}
+    got = [(r["shape"], r["dtype"], r["impl"]) for r in result["softmax"]]
+    assert sorted(got) == sorted(want)  # each exactly once
+    by = {(r["shape"], r["dtype"], r["impl"]): r for r in result["softmax"]}
+    for shape, dtype, impl in want:
+        row = by[(shape, dtype, impl)]
+        if impl == "torch.compile":  # not compiled in the CPU smoke run: recorded, not crashed
+            assert row["status"] == "unavailable" and row["error"]
+            continue
+        assert row["status"] == "ok", row
+        assert row["check"]["ok"], row["check"]
+        assert row["ms"] > 0 and row["gbs"] > 0 and row["frac_copy"] > 0
+    ours = by[("4x128", "float16", FLASHTUNE)]
+    assert set(ours["speedup"]) == {"torch.softmax", "online-1024"}
+    assert ours["dispatch"]["how"] == "exact"  # the seeded winner was used
+
+
+def test_every_attention_row_present(bench_run):
+    _, result, _ = bench_run
+    impls = (FLASHTUNE, *ATTENTION_PEERS)
+    want = {(s.name, c, d, i) for s in INTERPRET_ATTENTION_SHAPES for c in s.causal
+            for d in INTERPRET_ATTENTION_DTYPES for i in impls}
+    got = [(r["shape"], r["causal"], r["dtype"], r["impl"]) for r in result["attention"]]
+    assert sorted(got) == sorted(want)
+    for row in result["attention"]:
+        if row["impl"] == FLASHTUNE:
+            assert row["status"] == "ok" and row["check"]["ok"] and row["tflops"] > 0, row
+        elif row["impl"] == "flex":
+            assert row["status"] == "unavailable"
+        else:  # SDPA backends: CPU builds have some of them
+            assert row["status"] in ("ok", "unavailable"), row
+
+
+def test_markdown_lists_every_case_and_the_notes(bench_run):
+    out_dir, result, stdout = bench_run
+    md = (out_dir / MARKDOWN_NAME).read_text()
+    for (r, c), d in itertools.product(INTERPRET_SOFTMAX_SHAPES, INTERPRET_SOFTMAX_DTYPES):
+        assert f"| {r}x{c} | {d} |" in md
+    for s in INTERPRET_ATTENTION_SHAPES:
+        for c in s.causal:
+            assert f"| {s.batch},{s.heads},{s.n},{s.head_dim} | float16 | {int(c)} |" in md
+    for peer in SOFTMAX_PEERS + ATTENTION_PEERS:
+        assert f"x {peer}" in md
+    assert "**flex** unavailable" in md and "**torch.compile** unavailable" in md
+    assert "softmax float16 4x128" in md  # the tuning history table
+    for plot in PLOTS:
+        assert f"({plot})" in md
+    # the short table comes last on the console
+    assert stdout.rstrip().splitlines()[-1].lstrip().startswith(INTERPRET_ATTENTION_SHAPES[-1].name)
+
+
+def test_plots_are_png_files(bench_run):
+    out_dir, _, _ = bench_run
+    for name in PLOTS:
+        data = (out_dir / name).read_bytes()
+        assert data.startswith(PNG_MAGIC), name
+        assert len(data) > 1024, name
+
+
+def test_tuning_history_in_measured_order(bench_run):
+    _, result, _ = bench_run
+    problems = result["tuning"]["problems"]
+    assert len(problems) == 1
+    trials = problems[0]["trials"]
+    # Re-measuring a config replaces its trial (and its measured_at): the failed re-run is last.
+    assert [t["median_ms"] for t in trials] == TUNED_MS[1:] + [None]
+    assert [t["best_ms"] for t in trials] == [0.5, 0.2, 0.2, 0.2]
+    assert trials[-1]["status"] == "failed"
+
+
+def test_report_rerenders_from_json(bench_run, tmp_path):
+    out_dir, _, _ = bench_run
+    rc, stdout, err = _cli("report", str(out_dir / JSON_NAME), "--out", str(tmp_path))
+    assert rc == 0, err
+    assert (tmp_path / MARKDOWN_NAME).read_text() == (out_dir / MARKDOWN_NAME).read_text()
+    for name in PLOTS:
+        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+    assert "softmax (GB/s" in stdout
+
+
+def test_report_rejects_other_json(tmp_path):
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"rows": []}))
+    rc, _, err = _cli("report", str(bad))
+    assert rc == 2 and "other.json" in err and "not a flashtune bench result" in err
+    bad.write_text("{not json")
+    rc, _, err = _cli("report", str(bad))
+    assert rc == 2 and "not JSON" in err

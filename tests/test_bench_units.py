@@ -1,0 +1,132 @@
+"""Pieces of the bench harness: failing peers are recorded, the budget, the tuning history."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+import torch
+
+import flashtune.dispatch as dispatch
+from flashtune.bench.budget import Budget
+from flashtune.bench.cases import run_case
+from flashtune.bench.checks import SoftmaxCheck
+from flashtune.bench.peers import FLASHTUNE, Impl, Unavailable
+from flashtune.bench.softmax import run_softmax
+from flashtune.bench.timing import Timer
+from flashtune.bench.tuning import tuning_history
+from flashtune.cli import main
+
+CPU = Timer(on_gpu=False, cpu_reps=2)
+
+
+@pytest.fixture
+def interpreter_env(monkeypatch):
+    """The CLI's interpreter switch sets TRITON_INTERPRET: undo it and reset the dispatcher."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    yield
+    monkeypatch.undo()
+    dispatch.reset()
+
+
+def _plain(fn):
+    return lambda x: (lambda: fn(x), contextlib.nullcontext)
+
+
+def _unavailable(x):
+    raise Unavailable("not on this machine")
+
+
+def test_failing_peers_are_recorded_not_raised():
+    x = torch.randn(8, 32, dtype=torch.float32)
+    impls = [Impl(FLASHTUNE, _plain(lambda t: torch.softmax(t, -1))),
+             Impl("broken", _plain(lambda t: 1 / 0)),
+             Impl("absent", _unavailable),
+             Impl("wrong", _plain(lambda t: torch.softmax(t, -1) * 1.01)),
+             Impl("late", _plain(lambda t: torch.softmax(t, -1)))]
+    rows = run_case(impls, x, CPU, SoftmaxCheck(x), lambda ms: {"gbs": 1.0 / ms},
+                    {"op": "softmax", "shape": "8x32", "dtype": "float32"},
+                    {"late": "budget"})
+    by = {r["impl"]: r for r in rows}
+    assert by[FLASHTUNE]["status"] == "ok" and by[FLASHTUNE]["check"]["ok"]
+    assert by["broken"]["status"] == "failed" and "ZeroDivisionError" in by["broken"]["error"]
+    assert by["absent"]["status"] == "unavailable" and by["absent"]["error"] == "not on this machine"
+    assert by["wrong"]["status"] == "ok" and not by["wrong"]["check"]["ok"]
+    assert by["late"]["status"] == "skipped"
+    assert set(by[FLASHTUNE]["speedup"]) == {"wrong"}  # ratios only against timed peers
+    assert all(r["shape"] == "8x32" for r in rows)
+
+
+def test_budget_phases_run_then_lean_then_skip():
+    now = [0.0]
+    budget = Budget(100.0, clock=lambda: now[0])
+    phase = budget.phase(0.5)  # window 0..50 s
+    assert phase.state() == "run"
+    now[0] = 36.0
+    assert phase.state() == "lean"
+    now[0] = 50.0
+    assert phase.state() == "skip"
+    assert Budget(None).phase(0.5).state() == "run"
+    with pytest.raises(ValueError, match="budget"):
+        Budget(0)
+
+
+def test_cases_past_the_budget_are_skipped_rows():
+    now = [0.0]
+    budget = Budget(10.0, clock=lambda: now[0])
+    phase = budget.phase(0.3)
+    now[0] = 5.0
+    lines = []
+    rows = run_softmax([(4, 128)], ["float16", "float32"], CPU, "cpu", 1.0, phase, True, lines.append)
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"skipped"}
+    assert not lines  # nothing ran
+
+
+def test_tuning_history_without_database(tmp_path):
+    path = tmp_path / "none.sqlite"
+    history = tuning_history(f"sqlite:///{path}")
+    assert history["problems"] == [] and "no winner database" in history["note"]
+    assert not path.exists()  # reading never creates a database
+
+
+def test_interpreter_env_selects_the_smoke_run(tmp_path, interpreter_env):
+    """TRITON_INTERPRET=1 without --interpret: the same CPU run (here softmax only)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["bench", "--out", str(tmp_path), "--ops", "softmax", "--no-overhead"])
+    assert rc == 0
+    result = json.loads((tmp_path / "flashtune_bench.json").read_text())
+    assert result["meta"]["mode"] == "interpret" and result["attention"] == []
+    assert result["overhead"] is None
+    assert "Host overhead" not in (tmp_path / "flashtune_bench.md").read_text()
+
+
+def test_bad_arguments_are_errors(tmp_path, interpreter_env):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["bench", "--interpret", "--out", str(tmp_path), "--ops", "matmul"]) == 2
+    assert "ops must be" in err.getvalue()
+    with contextlib.redirect_stderr(err):
+        assert main(["bench", "--interpret", "--out", str(tmp_path), "--budget", "-1"]) == 2
+    assert "--budget" in err.getvalue()
+
+
+@pytest.mark.gpu
+def test_quick_gpu_run_within_budget(tmp_path):
+    """On a GPU: the --quick set finishes within its budget and writes every file."""
+    import time
+
+    t0 = time.monotonic()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["bench", "--quick", "--budget", "150", "--out", str(tmp_path)])
+    assert rc == 0
+    assert time.monotonic() - t0 < 150 + 60  # one case may overrun its phase's end
+    result = json.loads((tmp_path / "flashtune_bench.json").read_text())
+    ours = [r for r in result["softmax"] + result["attention"] if r["impl"] == FLASHTUNE]
+    assert ours and all(r["status"] in ("ok", "skipped") for r in ours)
+    assert all(r["check"]["ok"] for r in ours if r["status"] == "ok")
+    for name in ("flashtune_bench.md", "plot_softmax.png", "plot_attention_float16.png"):
+        assert (tmp_path / name).stat().st_size > 1024
