@@ -90,6 +90,11 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
                         out.append(dict(base, regime="online", block=blk, num_warps=warps,
                                         num_stages=2, lane_stats=lane, l2_hint=hint,
                                         max_pass=max_pass))
+                    if warps == 32:  # the best family on 4096x50257: vary pipelining depth too
+                        for stages in (1, 3, 4):
+                            out.append(dict(base, regime="online", block=blk, num_warps=warps,
+                                            num_stages=stages, lane_stats=lane, l2_hint=False,
+                                            max_pass=max_pass))
     space = OPS["softmax"].space
     valid = []
     for raw in out:
