@@ -77,3 +77,15 @@ def backward_case(op: str, y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor)
     else:
         peer = aten._softmax_backward_data(dy, y, -1, y.dtype)
     return check_accuracy(out, ref, peer, scale=softmax_backward_scale(y, dy, -1, log=log))
+
+
+def run_case(op: str, x: torch.Tensor, config):
+    """Run one variant of ``op`` on input ``x`` (backward: on y = op(x) and a random dy) and
+    return its Accuracy against the float64 reference and torch."""
+    from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
+
+    log = OPS[op].log
+    if OPS[op].direction == "fwd":
+        return forward_case(op, x, softmax_forward(x, -1, log=log, config=config))
+    y, dy = backward_inputs(op, x)
+    return backward_case(op, y, dy, softmax_backward(y, dy, -1, log=log, config=config))

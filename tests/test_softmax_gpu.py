@@ -11,11 +11,9 @@ import zlib
 import pytest
 import torch
 
-from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
 from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, problem_misfit
 
-from softmax_cases import (BACKWARD_OPS, DTYPES, FORWARD_OPS, backward_case, backward_inputs,
-                           forward_case, make_config, next_pow2)
+from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, run_case
 
 pytestmark = pytest.mark.gpu
 
@@ -77,13 +75,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
         if problem_misfit(config, SoftmaxProblem(rows, cols, str(dtype)[6:])):
             continue
         x = (torch.randn(rows, cols, generator=gen) * 3).to(device="cuda", dtype=dtype)
-        if OPS[op].direction == "fwd":
-            out = softmax_forward(x, -1, log=OPS[op].log, config=config)
-            acc = forward_case(op, x, out)
-        else:
-            y, dy = backward_inputs(op, x)
-            out = softmax_backward(y, dy, -1, log=OPS[op].log, config=config)
-            acc = backward_case(op, y, dy, out)
+        acc = run_case(op, x, config)
         torch.cuda.synchronize()
         assert acc.ok, f"{config} on {rows}x{cols}: {acc}"
         record_variant(op, dtype, config)

@@ -13,12 +13,11 @@ import zlib
 import pytest
 import torch
 
-from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
+from flashtune.gen.softmax_ops import softmax_forward
 from flashtune.reference import check_accuracy
 from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, problem_misfit
 
-from softmax_cases import (BACKWARD_OPS, DTYPES, FORWARD_OPS, backward_case, backward_inputs,
-                           forward_case, make_config, semantic_knobs)
+from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, run_case, semantic_knobs
 
 # (rows, cols): odd widths, a single column, widths below, at and above the chunk sizes.
 SHAPES = ((5, 1), (7, 37), (3, 300), (2, 1000))
@@ -40,8 +39,8 @@ def _fits(op, regime, knobs, n_cols):
     return None if problem_misfit(config, SoftmaxProblem(1, n_cols, "float32")) else config
 
 
-@pytest.mark.parametrize("op,regime,knobs,dtype", list(_cases(FORWARD_OPS)))
-def test_forward_variant(op, regime, knobs, dtype, device, record_variant):
+@pytest.mark.parametrize("op,regime,knobs,dtype", list(_cases(FORWARD_OPS + BACKWARD_OPS)))
+def test_variant(op, regime, knobs, dtype, device, record_variant):
     gen = torch.Generator().manual_seed(zlib.crc32(f"{op}{regime}{knobs}{dtype}".encode()))
     ran = 0
     for rows, cols in SHAPES:
@@ -49,26 +48,7 @@ def test_forward_variant(op, regime, knobs, dtype, device, record_variant):
         if config is None:
             continue
         x = (torch.randn(rows, cols, generator=gen) * 3).to(device=device, dtype=dtype)
-        out = softmax_forward(x, -1, log=OPS[op].log, config=config)
-        acc = forward_case(op, x, out)
-        assert acc.ok, f"{config} on {rows}x{cols}: {acc}"
-        record_variant(op, dtype, config)
-        ran += 1
-    assert ran >= 1, "no test shape fits this variant"
-
-
-@pytest.mark.parametrize("op,regime,knobs,dtype", list(_cases(BACKWARD_OPS)))
-def test_backward_variant(op, regime, knobs, dtype, device, record_variant):
-    gen = torch.Generator().manual_seed(zlib.crc32(f"{op}{regime}{knobs}{dtype}".encode()))
-    ran = 0
-    for rows, cols in SHAPES:
-        config = _fits(op, regime, knobs, cols)
-        if config is None:
-            continue
-        x = (torch.randn(rows, cols, generator=gen) * 3).to(device=device, dtype=dtype)
-        y, dy = backward_inputs(op, x)
-        out = softmax_backward(y, dy, -1, log=OPS[op].log, config=config)
-        acc = backward_case(op, y, dy, out)
+        acc = run_case(op, x, config)
         assert acc.ok, f"{config} on {rows}x{cols}: {acc}"
         record_variant(op, dtype, config)
         ran += 1

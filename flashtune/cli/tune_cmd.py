@@ -1,0 +1,154 @@
+"""``flashtune tune``: find the fastest correct variant of each problem on this GPU; cache it.
+
+Without --problem, tunes the default set: the benchmark softmax shapes (65536x128 ...
+4096x50257) for float16, bfloat16 and float32, forward softmax unless --ops says more. Every
+measured config and each winner go to the cache ($FLASHTUNE_DB, or --db).
+
+--interpret runs the whole pipeline on the CPU under the Triton interpreter on tiny problems
+(8x100, 4x1000), with few trials and perf_counter timings: a smoke test of the tuner, not a tune.
+
+Examples:
+  flashtune tune
+  flashtune tune --ops softmax,log_softmax,softmax_backward --trials 64
+  flashtune tune --problem softmax:float16:4096x50257 --problem log_softmax:bfloat16:8192x4096
+  flashtune tune --interpret
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune", help="tune kernels for this GPU and store the winners",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_argument_group("what to tune")
+    what.add_argument("--problem", action="append", default=[], metavar="OP:DTYPE:RxC",
+                      help="a problem, e.g. softmax:float16:4096x50257 (repeatable; replaces the default set)")
+    what.add_argument("--ops", default="softmax",
+                      help="comma list of ops for the default set (softmax, log_softmax, "
+                           "softmax_backward, log_softmax_backward); default softmax")
+    what.add_argument("--dtypes", default=None, help="comma list of dtypes for the default set "
+                      "(default float16,bfloat16,float32; float32,float16 with --interpret)")
+    what.add_argument("--interpret", action="store_true",
+                      help="run on the CPU under the Triton interpreter (tiny problems, few trials)")
+    how = p.add_argument_group("search")
+    how.add_argument("--mode", choices=("tpe", "grid", "random"), default="tpe",
+                     help="tpe (default), grid (every candidate: measures the tuner) or random")
+    how.add_argument("--trials", type=_positive_int, default=None,
+                     help="measured configs per problem (default 48; 6 with --interpret)")
+    how.add_argument("--time-budget", type=_positive_float, default=None, metavar="S",
+                     help="seconds per problem (default 300)")
+    how.add_argument("--total-time", type=_positive_float, default=None, metavar="S",
+                     help="seconds for the whole run, shared fairly by the problems")
+    how.add_argument("--patience", type=_positive_int, default=None,
+                     help="stop a problem after this many trials without a gain (default 24)")
+    how.add_argument("--grid-limit", type=_positive_int, default=None,
+                     help="grid mode: measure a deterministic subsample of this size")
+    how.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
+    how.add_argument("--top-k", type=_positive_int, default=None, help="finalists re-timed (default 4)")
+    how.add_argument("--batch", type=_positive_int, default=None,
+                     help="proposals compiled in parallel per round (default 4 on a GPU, 1 interpreted)")
+    run_ = p.add_argument_group("execution")
+    run_.add_argument("--precompile-workers", type=int, default=None,
+                      help="compile processes (default min(8, CPUs - 2) on a GPU; 0 disables)")
+    run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
+                      help="seconds before a trial counts as hung and its worker is restarted")
+    run_.add_argument("--no-isolate", action="store_true",
+                      help="measure in this process (faster start; a faulting kernel ends the run)")
+    run_.add_argument("--rep-ms", type=_positive_int, default=None,
+                      help="do_bench measuring time per trial in ms (default 50)")
+    run_.add_argument("--journal", default=None, metavar="PATH|URL",
+                      help="Optuna storage: a journal file (resumable; shareable by processes) "
+                           "or an RDB URL; default in memory")
+    run_.add_argument("--db", default=None, metavar="URL",
+                      help="winner cache (SQLAlchemy URL); default $FLASHTUNE_DB or the cache folder")
+    run_.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(run=run)
+
+
+def _options(args, interpret: bool):
+    from ..tuner.session import SessionOptions
+    from ..tuner.study import TuneOptions
+    from ..tuner.timing import TimingOptions
+
+    def pick(value, default, tiny):
+        return value if value is not None else (tiny if interpret else default)
+
+    tune = TuneOptions(
+        mode=args.mode,
+        n_trials=pick(args.trials, 48, 6),
+        time_budget_s=pick(args.time_budget, 300.0, 60.0),
+        patience=pick(args.patience, 24, None),
+        seed=args.seed,
+        top_k=pick(args.top_k, 4, 2),
+        retime_rounds=pick(None, 5, 2),
+        batch=pick(args.batch, 4, 1),
+        grid_limit=args.grid_limit,
+        storage=args.journal,
+    )
+    timing = TimingOptions(rep_ms=args.rep_ms or 50)
+    workers = args.precompile_workers
+    if workers is None:
+        workers = 0 if interpret else max(0, min(8, (os.cpu_count() or 2) - 2))
+    if workers < 0:
+        raise ValueError(f"--precompile-workers must be >= 0, got {workers}")
+    return SessionOptions(tune=tune, timing=timing, isolate=not args.no_isolate,
+                          trial_timeout_s=args.trial_timeout, precompile_workers=workers,
+                          total_budget_s=args.total_time, progress=not args.quiet)
+
+
+def run(args) -> int:
+    from ..tuner import problems as P
+
+    interpret = bool(args.interpret)
+    if interpret:
+        # Before any kernel is loaded: Triton picks the interpreter when @triton.jit runs, and
+        # the worker processes inherit the environment.
+        os.environ["TRITON_INTERPRET"] = "1"
+    if args.problem:
+        problems = [P.parse_problem(text) for text in args.problem]
+    else:
+        dtypes = P.parse_dtypes(args.dtypes) if args.dtypes else (
+            P.INTERPRET_DTYPES if interpret else P.DTYPES)
+        problems = P.default_problems(P.parse_ops(args.ops), dtypes, interpret=interpret)
+    options = _options(args, interpret)
+
+    from ..tuner.session import NoDeviceError, pick_device
+
+    try:
+        device = pick_device(interpret)
+    except NoDeviceError as err:
+        print(f"flashtune tune: {err}", file=sys.stderr)
+        return 1
+    from ..cache import TuneDB
+    from ..tuner.session import run_session
+
+    db = TuneDB(args.db)
+    try:
+        result = run_session(problems, db, options, device=device)
+    finally:
+        db.close()
+    failed = [p for p in result.problems if p.winner is None]
+    print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
+          f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.url}"
+          + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
+    for p in failed:
+        print(f"flashtune tune: no winner for {p.label}: {p.error}", file=sys.stderr)
+    return 1 if failed else 0

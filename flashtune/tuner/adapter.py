@@ -1,0 +1,66 @@
+"""The op adapter: how the worker builds a problem's inputs, oracle and launches a config.
+
+The worker only talks to this interface, so tests can plant broken variants (a launch that
+raises, an output that is corrupted, a kernel that faults) by subclassing ``SoftmaxAdapter``
+without touching the templates. Adapters cross into the worker process by pickling, so they
+must be importable top-level classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from ..gen.softmax_space import OPS, SoftmaxProblem
+from .gate import Gate
+
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+@dataclass
+class Case:
+    """One problem's tensors in the worker: launch args (outputs last), oracle, gate."""
+
+    args: tuple[torch.Tensor, ...]
+    gate: Gate
+
+    @property
+    def out(self) -> torch.Tensor:
+        return self.args[-1]
+
+
+class SoftmaxAdapter:
+    """Softmax-family ops: forward (x -> y) and backward (y, dy -> dx)."""
+
+    def make_case(self, op: str, problem: SoftmaxProblem, device: str, seed: int) -> Case:
+        from ..reference import softmax_backward_ref, softmax_ref
+
+        spec = OPS[op]
+        dtype = TORCH_DTYPES[problem.dtype]
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        shape = (problem.n_rows, problem.n_cols)
+        x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+        fn = torch.log_softmax if spec.log else torch.softmax
+        if spec.direction == "fwd":
+            ref = softmax_ref(x, -1, log=spec.log)
+            peer = fn(x, -1)
+            args = (x, torch.empty_like(x))
+        else:
+            y = fn(x, -1)  # a realistic y: the forward's own output in the dtype
+            dy = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+            ref = softmax_backward_ref(y, dy, -1, log=spec.log)
+            aten = torch.ops.aten
+            backward = aten._log_softmax_backward_data if spec.log else aten._softmax_backward_data
+            peer = backward(dy, y, -1, dtype)
+            args = (y, dy, torch.empty_like(y))
+        gate = Gate(ref, peer, dtype)
+        del peer
+        return Case(args, gate)
+
+    def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
+        from ..gen import run_variant
+
+        run_variant(op, config, *case.args)

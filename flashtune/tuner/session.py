@@ -1,0 +1,175 @@
+"""A tuning run: many problems on one device, every measurement and winner written to the cache.
+
+Cache rows: key = ``ProblemKey.make(op, dtype, problem_bucket(problem))``, family hash =
+``gen.template_family_hash(op)``, device = ``DeviceInfo.current()``. Every measured config
+becomes a trial row (failed ones with their error); the chosen config becomes the winner row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from .precompile import Precompiler
+from .progress import Progress
+from .study import ProblemResult, TuneOptions, tune_problem
+from .timing import TimingOptions
+from .worker import LocalRunner, ProcessRunner, WorkerError
+
+
+class NoDeviceError(RuntimeError):
+    """No CUDA GPU and not in interpreter mode."""
+
+
+def interpreter_mode() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def pick_device(interpret: bool | None = None) -> str:
+    """"cpu" for the Triton interpreter, else the current CUDA device; NoDeviceError if none.
+
+    ``interpret`` None follows $TRITON_INTERPRET. Timing GPU problems under the interpreter
+    would store meaningless winners, so interpret=False with the variable set is an error.
+    """
+    if interpret is None:
+        interpret = interpreter_mode()
+    if interpret:
+        return "cpu"
+    if interpreter_mode():
+        raise NoDeviceError("TRITON_INTERPRET is set: kernels would run in the interpreter. "
+                            "Unset it to tune the GPU, or pass --interpret for a CPU smoke run")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoDeviceError(
+            "flashtune tune needs a CUDA GPU (none is visible to torch). To try the pipeline on "
+            "the CPU with tiny problems, run: flashtune tune --interpret")
+    return f"cuda:{torch.cuda.current_device()}"
+
+
+def max_shared_bytes(device: str) -> int | None:
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+        from triton.runtime import driver
+
+        index = torch.device(device).index or 0
+        return int(driver.active.utils.get_device_properties(index)["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - an estimate only: without it, compile errors catch misfits
+        return None
+
+
+@dataclass
+class SessionOptions:
+    tune: TuneOptions = field(default_factory=TuneOptions)
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    isolate: bool = True              # worker process (restart after faults) vs this process
+    trial_timeout_s: float = 120.0
+    precompile_workers: int = 0       # >0: compile proposals in parallel (CUDA only)
+    total_budget_s: float | None = None  # shared by all problems (each gets a fair share)
+    progress: bool = True
+
+
+@dataclass
+class SessionResult:
+    device: object
+    problems: list[ProblemResult]
+    wall_s: float
+    worker_restarts: int = 0
+
+    @property
+    def winners(self) -> int:
+        return sum(1 for p in self.problems if p.winner is not None)
+
+
+class _Recorder:
+    """Writes one problem's trials and winner to the TuneDB."""
+
+    def __init__(self, db, device_info, family_hash, key):
+        self.db, self.device, self.family, self.key = db, device_info, family_hash, key
+
+    def trial(self, config: dict, m) -> None:
+        if m.ok:
+            self.db.record_trial(self.device, self.family, self.key, config,
+                                 median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
+        else:
+            self.db.record_trial(self.device, self.family, self.key, config, error=m.error or "failed")
+
+    def winner(self, result: ProblemResult) -> None:
+        m = result.winner_ms
+        self.db.upsert_winner(self.device, self.family, self.key, result.winner,
+                              median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
+                              trials=len(result.measured))
+
+
+def run_session(problems, db, options: SessionOptions | None = None, *, runner=None,
+                adapter=None, device: str | None = None, device_info=None,
+                precompiler=None) -> SessionResult:
+    """Tune each problem in turn; a problem that cannot be set up is reported, the rest go on."""
+    from ..cache import DeviceInfo
+    from ..gen import template_family_hash
+    from .storage import study_name
+
+    options = options or SessionOptions()
+    device = device or pick_device()
+    device_info = device_info or DeviceInfo.current(device)
+    own_runner = runner is None
+    if own_runner:
+        runner = (ProcessRunner(adapter, options.timing, options.trial_timeout_s) if options.isolate
+                  else LocalRunner(adapter, options.timing))
+    own_precompiler = precompiler is None
+    if own_precompiler and options.precompile_workers > 0 and device.startswith("cuda"):
+        precompiler = Precompiler(options.precompile_workers, device, options.trial_timeout_s)
+    progress = Progress(options.progress)
+    shared = max_shared_bytes(device)
+    t0 = time.monotonic()
+    results = []
+    try:
+        for i, tp in enumerate(problems):
+            tune_opts = options.tune
+            if options.total_budget_s is not None:
+                left = options.total_budget_s - (time.monotonic() - t0)
+                share = max(1.0, left / (len(problems) - i))
+                budget = min(share, tune_opts.time_budget_s or share)
+                tune_opts = _replace(tune_opts, time_budget_s=budget)
+            key = tp.key()
+            family = template_family_hash(tp.op)
+            recorder = _Recorder(db, device_info, family, key)
+            name = study_name(device_info.name, device_info.capability, family, tp.op, tp.dtype,
+                              key.bucket_json())
+            try:
+                result = tune_problem(tp, runner, device=device, options=tune_opts, study_name=name,
+                                      on_trial=recorder.trial, progress=progress,
+                                      precompiler=precompiler, max_shared_bytes=shared,
+                                      sm_count=device_info.sm_count)
+            except WorkerError as err:
+                progress.close()
+                result = ProblemResult(tp.label(), 0, 0, error=str(err))
+            if result.winner is not None:
+                recorder.winner(result)
+            progress.message(_summary(result))
+            results.append(result)
+    finally:
+        progress.close()
+        if own_precompiler and precompiler is not None:
+            precompiler.close()
+        if own_runner:
+            runner.close()
+    return SessionResult(device_info, results, time.monotonic() - t0,
+                         getattr(runner, "restarts", 0))
+
+
+def _replace(opts: TuneOptions, **changes) -> TuneOptions:
+    import dataclasses
+
+    return dataclasses.replace(opts, **changes)
+
+
+def _summary(r: ProblemResult) -> str:
+    if r.winner is None:
+        return f"{r.label}: no winner ({r.error})"
+    fails = len(r.failed)
+    return (f"{r.label}: {r.winner_ms.median_ms:.4f} ms with {r.winner} "
+            f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, {r.wall_s:.1f} s)")

@@ -1,0 +1,340 @@
+"""Search one problem: Optuna TPE (or grid, or random) over the candidates, then pick a winner.
+
+Flow per problem: candidates = gen's ``fitting_configs`` minus resource misfits; TPE (seeded
+sampler) starts from the heuristic defaults (``enqueue_trial``); each proposed config is
+measured once (compile, correctness gate, timing) - a repeated proposal is answered from the
+memo; failures are recorded with their reason and told PRUNED so TPE avoids their region. Stops
+at the trial count, the time budget or when ``patience`` trials bring no gain. Then the top few
+are re-timed round-robin and, within the noise band of the fastest, the winner is picked by a
+fixed rule (fewest warps, then fewest stages, then smallest block, then canonical JSON), so
+re-tunes agree even when timings jitter.
+
+``grid`` mode measures every candidate (or a deterministic subsample of ``grid_limit``): the
+yardstick for measuring the tuner itself. ``random`` mode is the baseline TPE must beat.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..gen.softmax_space import default_config, fitting_configs
+from .space import SearchSpace, canonical, prune
+from .worker import Measurement, Task
+
+MODES = ("tpe", "grid", "random")
+MIN_GAIN = 0.005  # a trial must beat the best by 0.5% to reset the patience counter
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    mode: str = "tpe"
+    n_trials: int = 48               # measured configs per problem (failed ones count)
+    time_budget_s: float | None = 300.0  # per problem
+    patience: int | None = 24        # stop after this many trials without a gain
+    seed: int = 0
+    startup_trials: int = 8          # random TPE proposals before it models (after the defaults)
+    top_k: int = 4                   # finalists re-timed round-robin
+    retime_rounds: int = 5
+    noise_band: float = 0.015        # finalists within 1.5% of the fastest count as tied
+    batch: int = 1                   # proposals per round (compiled in parallel on a GPU)
+    grid_limit: int | None = None    # grid mode: deterministic subsample of this size
+    max_wasted: int = 40             # invalid/duplicate proposals in a row before a random pick
+    storage: str | None = None       # Optuna storage: None (memory), journal path or RDB URL
+    seed_defaults: bool = True       # enqueue the heuristic defaults first (off: to measure search)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name in ("n_trials", "top_k", "retime_rounds", "batch", "max_wasted"):
+            if type(getattr(self, name)) is not int or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 or None, got {self.patience!r}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise ValueError(f"time_budget_s must be > 0 or None, got {self.time_budget_s!r}")
+        if not 0 <= self.noise_band < 1:
+            raise ValueError(f"noise_band must be in [0, 1), got {self.noise_band!r}")
+
+
+@dataclass
+class ProblemResult:
+    label: str
+    candidates: int
+    pruned: int
+    winner: dict | None = None
+    winner_ms: Measurement | None = None
+    measured: list[tuple[dict, Measurement]] = field(default_factory=list)  # in order
+    best_curve: list[float | None] = field(default_factory=list)  # best ms after each trial
+    invalid_proposals: int = 0
+    repeated_proposals: int = 0
+    finalists: list[tuple[dict, Measurement]] = field(default_factory=list)  # re-timed
+    stopped_by: str = ""
+    wall_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def failed(self) -> list[tuple[dict, Measurement]]:
+        return [(c, m) for c, m in self.measured if not m.ok]
+
+
+def tie_key(config: dict) -> tuple:
+    """The fixed rule inside the noise band: fewer warps, fewer stages, smaller block, JSON."""
+    return (config.get("num_warps", 0), config.get("num_stages", 0), config.get("block", 0),
+            canonical(config))
+
+
+def choose_winner(finalists: list[tuple[dict, Measurement]], noise_band: float):
+    ok = [(c, m) for c, m in finalists if m.ok]
+    if not ok:
+        return None, None
+    fastest = min(m.median_ms for _, m in ok)
+    tied = [(c, m) for c, m in ok if m.median_ms <= fastest * (1 + noise_band)]
+    return min(tied, key=lambda cm: tie_key(cm[0]))
+
+
+def candidate_list(op: str, problem, dtype_bytes_limit: int | None = None, streams: int = 1):
+    """(kept, pruned) candidates of one problem."""
+    return prune(fitting_configs(op, problem), problem.dtype, dtype_bytes_limit, streams)
+
+
+def grid_order(candidates: list, limit: int | None, must_have=()) -> list:
+    """All candidates, or a deterministic subsample (seeded by the sorted JSON, so stable)."""
+    ordered = sorted(candidates, key=canonical)
+    if limit is None or limit >= len(ordered):
+        return ordered
+    keep = {canonical(c) for c in must_have if c in ordered}
+    sample = random.Random(1234).sample(ordered, limit)
+    chosen = {canonical(c) for c in sample} | keep
+    return [c for c in ordered if canonical(c) in chosen]
+
+
+class _Search:
+    """The measuring loop shared by all modes."""
+
+    def __init__(self, tp, runner, task: Task, options: TuneOptions, on_trial, progress, precompiler):
+        self.tp, self.runner, self.task, self.options = tp, runner, task, options
+        self.on_trial, self.progress, self.precompiler = on_trial, progress, precompiler
+        self.memo: dict[str, Measurement] = {}
+        self.best: float | None = None
+        self.since_gain = 0
+        self.t0 = time.monotonic()
+
+    def stop_reason(self, n_done: int) -> str:
+        o = self.options
+        if n_done >= o.n_trials:
+            return "trials"
+        if o.time_budget_s is not None and time.monotonic() - self.t0 >= o.time_budget_s:
+            return "time budget"
+        if o.patience is not None and self.since_gain >= o.patience:
+            return "patience"
+        return ""
+
+    def measure_many(self, configs: list, result: ProblemResult) -> list[Measurement]:
+        if self.precompiler is not None and len(configs) > 1:
+            self.precompiler.submit(self.task, configs)
+        out = []
+        for config in configs:
+            if self.precompiler is not None and len(configs) > 1:
+                self.precompiler.wait(self.task, config)
+            m = self.runner.measure(config.as_dict())
+            self.memo[canonical(config)] = m
+            result.measured.append((config.as_dict(), m))
+            if m.ok and (self.best is None or m.median_ms < self.best * (1 - MIN_GAIN)):
+                self.since_gain = 0
+            else:
+                self.since_gain += 1
+            if m.ok and (self.best is None or m.median_ms < self.best):
+                self.best = m.median_ms
+            result.best_curve.append(self.best)
+            if self.on_trial is not None:
+                self.on_trial(config.as_dict(), m)
+            if self.progress is not None:
+                note = "" if m.ok else "(failed: " + (m.error or "")[:40] + ")"
+                self.progress.update(len(result.measured), self.best, note)
+            out.append(m)
+        return out
+
+
+def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: str = "",
+                 candidates: list | None = None, on_trial: Callable | None = None,
+                 progress=None, precompiler=None, max_shared_bytes: int | None = None,
+                 sm_count: int = 132) -> ProblemResult:
+    """Tune one TuneProblem with ``runner``; returns what was measured and the winner."""
+    t_start = time.monotonic()
+    streams = 1 if tp.op in ("softmax", "log_softmax") else 2
+    if candidates is None:
+        kept, pruned = candidate_list(tp.op, tp.problem, max_shared_bytes, streams)
+    else:
+        kept, pruned = list(candidates), []
+    result = ProblemResult(tp.label(), len(kept), len(pruned))
+    if not kept:
+        result.error = "no candidate config fits this problem"
+        return result
+    space = SearchSpace(kept)
+    defaults = [c for c in dict.fromkeys([default_config(tp.op, tp.problem, sm_count),
+                                          default_config(tp.op, tp.problem)])
+                if c in space] if options.seed_defaults else []
+    task = Task(tp.op, tp.problem, device, options.seed)
+    runner.setup(task)
+    search = _Search(tp, runner, task, options, on_trial, progress, precompiler)
+    total = min(options.n_trials, len(kept))
+    if progress is not None:
+        progress.start(tp.label(), total)
+    if options.mode == "grid":
+        _run_grid(search, space, defaults, result)
+    else:
+        _run_optuna(search, space, defaults, result, study_name or tp.label())
+    _finish(search, result)
+    if progress is not None:
+        progress.close()
+    result.wall_s = time.monotonic() - t_start
+    return result
+
+
+def _run_grid(search: _Search, space: SearchSpace, defaults, result: ProblemResult) -> None:
+    order = grid_order(space.candidates, search.options.grid_limit, must_have=defaults)
+    order = order[: search.options.n_trials]
+    if search.precompiler is not None:
+        search.precompiler.submit(search.task, order)  # the pool works through all of it
+    window = max(search.options.batch, 2 if search.precompiler is not None else 1)
+    i = 0
+    while i < len(order):
+        reason = search.stop_reason(len(result.measured))
+        if reason and reason != "patience":  # grid mode ignores patience: it must see all
+            result.stopped_by = reason
+            return
+        chunk = order[i:i + window]
+        chunk = chunk[: search.options.n_trials - len(result.measured)]
+        search.measure_many(chunk, result)
+        i += window
+    result.stopped_by = "exhausted"
+
+
+def _make_study(search: _Search, name: str):
+    import optuna
+
+    from .storage import make_storage, study_seed
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seed = study_seed(search.options.seed, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # multivariate/group are marked experimental
+        if search.options.mode == "random":
+            sampler = optuna.samplers.RandomSampler(seed=seed)
+        else:
+            sampler = optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=search.options.startup_trials, multivariate=True,
+                group=True, constant_liar=search.options.batch > 1,
+                warn_independent_sampling=False)
+    return optuna.create_study(study_name=name, storage=make_storage(search.options.storage),
+                               sampler=sampler, direction="minimize", load_if_exists=True)
+
+
+def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -> None:
+    """Configs measured by an earlier run of this study (journal storage) are not re-measured."""
+    for t in study.get_trials(deepcopy=False):
+        key = t.user_attrs.get("config")
+        if key in space.by_key and key not in search.memo and "status" in t.user_attrs:
+            a = t.user_attrs
+            m = Measurement(a["status"], a.get("median_ms"), a.get("p20_ms"), a.get("p80_ms"), a.get("error"))
+            search.memo[key] = m
+            result.measured.append((space.by_key[key].as_dict(), m))
+            if m.ok and (search.best is None or m.median_ms < search.best):
+                search.best = m.median_ms
+            result.best_curve.append(search.best)
+
+
+def _tell(study, trial, m: Measurement, key: str) -> None:
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("config", key)
+    trial.set_user_attr("status", m.status)
+    if m.ok:
+        for name in ("median_ms", "p20_ms", "p80_ms"):
+            trial.set_user_attr(name, getattr(m, name))
+        study.tell(trial, m.median_ms)
+    else:
+        trial.set_user_attr("error", m.error)
+        study.tell(trial, state=TrialState.PRUNED)  # ranked below every completed trial
+
+
+def _run_optuna(search: _Search, space: SearchSpace, defaults, result: ProblemResult, name: str) -> None:
+    from optuna.trial import TrialState
+
+    study = _make_study(search, name)
+    _resume(study, search, space, result)
+    for config in defaults:
+        if canonical(config) not in search.memo:
+            study.enqueue_trial(space.trial_params(config), skip_if_exists=True)
+    rng = random.Random(search.options.seed)
+    wasted = 0
+    while True:
+        reason = search.stop_reason(len(result.measured))
+        if reason:
+            result.stopped_by = reason
+            return
+        if len(search.memo) >= len(space):
+            result.stopped_by = "exhausted"
+            return
+        want = min(search.options.batch, search.options.n_trials - len(result.measured))
+        batch: dict[str, list] = {}  # key -> trials that proposed it
+        while len(batch) < want:
+            trial = study.ask()
+            raw = space.propose(trial)
+            config = space.by_key.get(canonical(raw))
+            key = canonical(config) if config is not None else None
+            if config is None:
+                result.invalid_proposals += 1
+                study.tell(trial, state=TrialState.PRUNED)
+            elif key in search.memo or key in batch:
+                result.repeated_proposals += 1
+                if key in batch:
+                    batch[key].append(trial)  # measured once, told to both
+                else:
+                    _tell(study, trial, search.memo[key], key)
+            else:
+                batch[key] = [trial]
+                continue
+            # Invalid or repeated: measure the nearest unmeasured candidate instead.
+            wasted += 1
+            skip = set(search.memo) | set(batch)
+            neighbour = space.nearest(raw, skip) if wasted < search.options.max_wasted else None
+            if neighbour is None and wasted >= search.options.max_wasted:
+                unseen = [c for k, c in space.by_key.items() if k not in skip]
+                neighbour = rng.choice(unseen) if unseen else None
+            if neighbour is None:
+                break  # every candidate is measured or in this batch
+            study.enqueue_trial(space.trial_params(neighbour))
+        wasted = 0
+        if not batch:
+            result.stopped_by = "exhausted"
+            return
+        configs = [space.by_key[k] for k in batch]
+        for config, m in zip(configs, search.measure_many(configs, result)):
+            for trial in batch[canonical(config)]:
+                _tell(study, trial, m, canonical(config))
+
+
+def _finish(search: _Search, result: ProblemResult) -> None:
+    """Re-time the top few round-robin and choose the winner by the fixed rule."""
+    ok = sorted(((c, m) for c, m in result.measured if m.ok), key=lambda cm: (cm[1].median_ms, canonical(cm[0])))
+    seen, finalists = set(), []
+    for c, m in ok:
+        if canonical(c) not in seen:
+            seen.add(canonical(c))
+            finalists.append(c)
+        if len(finalists) == search.options.top_k:
+            break
+    if not finalists:
+        result.error = result.error or "no candidate passed (every measured config failed)"
+        return
+    retimed = search.runner.retime(finalists, search.options.retime_rounds)
+    pairs = list(zip(finalists, retimed))
+    if not any(m.ok for _, m in pairs):  # re-time failed (worker lost): fall back to trial times
+        pairs = [(c, search.memo[canonical(c)]) for c in finalists]
+    result.winner, result.winner_ms = choose_winner(pairs, search.options.noise_band)
+    result.finalists = pairs

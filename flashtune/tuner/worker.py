@@ -1,0 +1,332 @@
+"""Compile, check and time candidates, in this process or in a restartable worker process.
+
+``LocalRunner`` does the work: ``setup(task)`` builds the problem's inputs, oracle and gate once
+(reused by every trial of that problem), ``measure(config)`` launches once (compiling on first
+use; a config is compiled once per process and Triton's disk cache keeps it across restarts),
+checks the output with the gate, then times it. ``retime(configs, rounds)`` times the finalists
+round-robin.
+
+``ProcessRunner`` runs a ``LocalRunner`` in a ``multiprocessing`` *spawn* child. A kernel that
+faults the CUDA context (illegal address: every later CUDA call fails) or kills the process, or a
+trial that runs past its timeout, becomes a failed trial; the child is killed and a fresh one is
+started on the next request, with the current problem set up again. The sweep goes on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..gen.softmax_space import SoftmaxProblem
+from .timing import TimingOptions, bench
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem as the worker sees it (picklable)."""
+
+    op: str
+    problem: SoftmaxProblem
+    device: str  # "cuda:0", "cpu" under the interpreter
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    status: str  # "ok" | "failed"
+    median_ms: float | None = None
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    error: str | None = None
+    first_launch_s: float | None = None  # compile (or cache load) + one run
+    fatal: bool = field(default=False, compare=False)  # the worker cannot go on
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def failed(cls, error: str, fatal: bool = False, first_launch_s: float | None = None):
+        return cls("failed", error=error[:2000], fatal=fatal, first_launch_s=first_launch_s)
+
+
+class WorkerError(RuntimeError):
+    """The worker could not set a problem up (e.g. its inputs do not fit in memory)."""
+
+
+def _describe(err: BaseException) -> str:
+    kind = type(err).__name__
+    if kind == "OutOfResources":
+        return f"out of resources: {err}"
+    if kind in ("CompilationError", "CompileTimeAssertionFailure") or "compil" in kind.lower():
+        return f"compile error: {kind}: {err}"
+    return f"launch error: {kind}: {err}"
+
+
+class LocalRunner:
+    """Runs candidates in this process (the interpreter, tests, and inside the worker child)."""
+
+    def __init__(self, adapter=None, timing: TimingOptions | None = None):
+        from .adapter import SoftmaxAdapter
+
+        self.adapter = adapter if adapter is not None else SoftmaxAdapter()
+        self.timing = timing or TimingOptions()
+        self.task: Task | None = None
+        self.case = None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.task is not None and self.task.device.startswith("cuda")
+
+    def setup(self, task: Task) -> None:
+        import torch
+
+        if task == self.task:
+            return
+        self.task, self.case = None, None  # free the previous problem's tensors first
+        if task.device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(task.device))
+            torch.cuda.empty_cache()
+        self.case = self.adapter.make_case(task.op, task.problem, task.device, task.seed)
+        self.task = task
+        self._sync()
+
+    def _sync(self) -> None:
+        if self.on_gpu:  # launches are asynchronous: errors and faults surface here
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _context_broken(self) -> bool:
+        """After a failed launch on a GPU: can this process still use CUDA?"""
+        if not self.on_gpu:
+            return False
+        import torch
+
+        try:
+            torch.cuda.synchronize()
+            probe = torch.ones(1, device=self.task.device)
+            return float((probe + 1).item()) != 2.0
+        except Exception:  # noqa: BLE001 - any failure here means the context is gone
+            return True
+
+    def _launcher(self, config):
+        op, case, adapter = self.task.op, self.case, self.adapter
+        return lambda: adapter.launch(op, config, case)
+
+    def measure(self, raw_config: Mapping[str, Any]) -> Measurement:
+        if self.task is None:
+            raise WorkerError("measure() before setup()")
+        with warnings.catch_warnings():
+            # The interpreter's numpy warns on masked lanes (-inf - -inf); results are checked.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return self._measure(raw_config)
+
+    def _measure(self, raw_config: Mapping[str, Any]) -> Measurement:
+        from ..gen import validate_config
+
+        config = validate_config(self.task.op, raw_config)
+        run = self._launcher(config)
+        self.case.out.fill_(float("nan"))  # a kernel that writes nothing cannot pass the gate
+        t0 = time.perf_counter()
+        try:
+            run()
+            self._sync()
+        except Exception as err:  # noqa: BLE001 - every launch failure is a failed trial
+            return Measurement.failed(_describe(err), fatal=self._context_broken())
+        first = time.perf_counter() - t0
+        try:
+            wrong = self.case.gate.check(self.case.out)
+        except Exception as err:  # noqa: BLE001 - a fault surfaces at the gate's sync
+            return Measurement.failed(_describe(err), fatal=self._context_broken(), first_launch_s=first)
+        if wrong:
+            return Measurement.failed(wrong, first_launch_s=first)
+        try:
+            med, p20, p80 = bench(run, self.on_gpu, self.timing)
+        except Exception as err:  # noqa: BLE001
+            return Measurement.failed(_describe(err), fatal=self._context_broken(), first_launch_s=first)
+        return Measurement("ok", med, p20, p80, first_launch_s=first)
+
+    def retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
+        """Time the finalists round-robin, the order rotated each round (no position bias)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return self._retime(raw_configs, rounds)
+
+    def _retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
+        from ..gen import validate_config
+
+        runs = [self._launcher(validate_config(self.task.op, c)) for c in raw_configs]
+        samples: list[list[tuple[float, float, float]]] = [[] for _ in runs]
+        errors: list[str | None] = [None] * len(runs)
+        n = len(runs)
+        for r in range(rounds):
+            for j in range(n):
+                i = (j + r) % n
+                if errors[i]:
+                    continue
+                try:
+                    samples[i].append(bench(runs[i], self.on_gpu, self.timing, retime=True))
+                except Exception as err:  # noqa: BLE001
+                    errors[i] = _describe(err)
+                    if self._context_broken():
+                        return [Measurement.failed(errors[i], fatal=True) for _ in runs]
+        out = []
+        for err, s in zip(errors, samples):
+            if err or not s:
+                out.append(Measurement.failed(err or "no samples"))
+                continue
+            med = sorted(x[0] for x in s)[len(s) // 2]
+            p20 = sorted(x[1] for x in s)[len(s) // 2]
+            p80 = sorted(x[2] for x in s)[len(s) // 2]
+            out.append(Measurement("ok", med, p20, p80))
+        return out
+
+    def close(self) -> None:
+        self.task, self.case = None, None
+
+
+def _serve(conn, adapter, timing: TimingOptions) -> None:
+    """The worker child's loop: one request, one reply; exits after a fatal fault."""
+    runner = LocalRunner(adapter, timing)
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if kind == "setup":
+                runner.setup(payload)
+                reply: Any = ("ok", None)
+            elif kind == "measure":
+                reply = ("ok", runner.measure(payload))
+            elif kind == "retime":
+                reply = ("ok", runner.retime(*payload))
+            else:
+                return
+        except Exception as err:  # noqa: BLE001 - report, do not die silently
+            reply = ("error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
+        conn.send(reply)
+        result = reply[1]
+        fatal = isinstance(result, Measurement) and result.fatal or (
+            isinstance(result, list) and any(m.fatal for m in result))
+        if fatal:
+            return  # the CUDA context is gone: the parent starts a fresh process
+
+
+class ProcessRunner:
+    """A ``LocalRunner`` in a spawn child, restarted after a fault, a crash or a timeout."""
+
+    def __init__(self, adapter=None, timing: TimingOptions | None = None,
+                 trial_timeout_s: float = 120.0, setup_timeout_s: float = 600.0):
+        from .adapter import SoftmaxAdapter
+
+        if trial_timeout_s <= 0 or setup_timeout_s <= 0:
+            raise ValueError("trial_timeout_s and setup_timeout_s must be > 0")
+        self.adapter = adapter if adapter is not None else SoftmaxAdapter()
+        self.timing = timing or TimingOptions()
+        self.trial_timeout_s = trial_timeout_s
+        self.setup_timeout_s = setup_timeout_s
+        self.task: Task | None = None
+        self.restarts = 0
+        self._proc = None
+        self._conn = None
+        self._child_task: Task | None = None
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # fork would inherit a (broken) CUDA context
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self.adapter, self.timing),
+                           name="flashtune-tune-worker", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn, self._child_task = proc, parent, None
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(timeout=10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn, self._child_task = None, None, None
+
+    def _request(self, kind: str, payload, timeout_s: float):
+        """Send one request; (status, value) with status ok | error | timeout | crashed."""
+        try:
+            self._conn.send((kind, payload))
+            if not self._conn.poll(timeout_s):
+                self._kill()
+                self.restarts += 1
+                return "timeout", f"timeout: no result after {timeout_s:g} s (worker restarted)"
+            return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc is not None else None
+            if self._proc is not None:
+                self._proc.join(timeout=5)
+                code = self._proc.exitcode
+            self._kill()
+            self.restarts += 1
+            return "crashed", f"worker process died (exit code {code}; worker restarted)"
+
+    def _ensure(self) -> None:
+        if self.task is None:
+            raise WorkerError("measure() before setup()")
+        if self._proc is None or not self._proc.is_alive():
+            self._kill()
+            self._start()
+        if self._child_task != self.task:
+            status, value = self._request("setup", self.task, self.setup_timeout_s)
+            if status != "ok":
+                self._kill()
+                raise WorkerError(f"worker could not set up {self.task.op} {self.task.problem}: {value}")
+            self._child_task = self.task
+
+    def setup(self, task: Task) -> None:
+        self.task = task
+        self._ensure()
+
+    def _after(self, result) -> None:
+        fatal = isinstance(result, Measurement) and result.fatal or (
+            isinstance(result, list) and any(m.fatal for m in result))
+        if fatal:  # the child exits on its own; reap it so the next request starts fresh
+            self._kill()
+            self.restarts += 1
+
+    def measure(self, raw_config: Mapping[str, Any]) -> Measurement:
+        self._ensure()
+        status, value = self._request("measure", dict(raw_config), self.trial_timeout_s)
+        if status in ("timeout", "crashed"):
+            return Measurement.failed(value, fatal=True)
+        if status == "error":
+            return Measurement.failed(f"worker error: {value}")
+        self._after(value)
+        return value
+
+    def retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
+        self._ensure()
+        timeout = self.trial_timeout_s * max(1, len(raw_configs))
+        status, value = self._request("retime", ([dict(c) for c in raw_configs], rounds), timeout)
+        if status != "ok":
+            return [Measurement.failed(str(value), fatal=status != "error") for _ in raw_configs]
+        self._after(value)
+        return value
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop", None))
+            except OSError:
+                pass
+            self._proc.join(timeout=5)
+        self._kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,243 @@
+"""The tuner on the CPU (Triton interpreter): failures are recorded, winners are correct."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from flashtune.cache import ProblemKey, TuneDB
+from flashtune.gen.softmax_space import SoftmaxProblem, fitting_configs
+from flashtune.reference import check_accuracy, softmax_ref
+from flashtune.tuner.gate import Gate
+from flashtune.tuner.problems import TuneProblem, default_problems, parse_problem
+from flashtune.tuner.session import SessionOptions, run_session
+from flashtune.tuner.space import SearchSpace, canonical
+from flashtune.tuner.study import TuneOptions, choose_winner, grid_order, tune_problem
+from flashtune.tuner.timing import TimingOptions
+from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
+
+from tuner_planted import PlantedAdapter
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
+
+PROBLEM = TuneProblem("softmax", SoftmaxProblem(8, 100, "float32"))
+FAST = TimingOptions(cpu_reps=1)
+
+
+def five_configs():
+    """Row regime, 4 rows per program, num_warps 1, 2, 4, 8, 16 (all valid for 8x100)."""
+    configs = [c for c in fitting_configs("softmax", PROBLEM.problem)
+               if c["regime"] == "row" and c["rows_per_program"] == 4 and c["exp2"]]
+    assert [c["num_warps"] for c in configs] == [1, 2, 4, 8, 16]
+    return configs
+
+
+class FakeRecorder:
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, config, m):
+        self.rows.append((config, m))
+
+
+def test_planted_failures_are_recorded_and_a_correct_winner_is_found():
+    runner = LocalRunner(PlantedAdapter(compile_error_warps=(2,), wrong_warps=(8,)), FAST)
+    rec = FakeRecorder()
+    opts = TuneOptions(n_trials=5, top_k=2, retime_rounds=2, patience=None, startup_trials=2)
+    result = tune_problem(PROBLEM, runner, device="cpu", options=opts, candidates=five_configs(),
+                          on_trial=rec)
+    by_warps = {c["num_warps"]: m for c, m in result.measured}
+    assert sorted(by_warps) == [1, 2, 4, 8, 16]  # TPE covered the five (the memo skips repeats)
+    assert by_warps[2].status == "failed" and "compile error" in by_warps[2].error
+    assert "PlantedCompileError" in by_warps[2].error
+    assert by_warps[8].status == "failed" and by_warps[8].error.startswith("wrong result")
+    assert all(by_warps[w].ok for w in (1, 4, 16))
+    assert result.winner is not None and result.winner["num_warps"] in (1, 4, 16)
+    assert result.winner_ms.ok and result.winner_ms.median_ms > 0
+    assert len(rec.rows) == 5  # every measured config was handed to the recorder
+
+
+def test_worker_process_survives_a_dying_kernel_and_failures_reach_the_db(tmp_path):
+    db = TuneDB(f"sqlite:///{tmp_path / 'x.sqlite'}")
+    adapter = PlantedAdapter(compile_error_warps=(2,), wrong_warps=(8,), crash_warps=(16,))
+    runner = ProcessRunner(adapter, FAST, trial_timeout_s=120)
+    try:
+        from flashtune.cache import DeviceInfo
+        from flashtune.gen import template_family_hash
+        from flashtune.tuner.session import _Recorder
+
+        device = DeviceInfo.current("cpu")
+        key = PROBLEM.key()
+        family = template_family_hash("softmax")
+        rec = _Recorder(db, device, family, key)
+        opts = TuneOptions(mode="grid", n_trials=5, top_k=3, retime_rounds=2)
+        result = tune_problem(PROBLEM, runner, device="cpu", options=opts,
+                              candidates=five_configs(), on_trial=rec.trial)
+        rec.winner(result)
+        assert runner.restarts == 1  # the crash cost one worker, not the sweep
+    finally:
+        runner.close()
+    trials = {t.config["num_warps"]: t for t in db.trials(device, family, key)}
+    assert sorted(trials) == [1, 2, 4, 8, 16]
+    assert trials[2].status == "failed" and "compile error" in trials[2].error
+    assert trials[8].status == "failed" and "wrong result" in trials[8].error
+    assert trials[16].status == "failed" and "worker process died" in trials[16].error
+    assert trials[1].status == "ok" and trials[1].median_ms > 0
+    winner = db.winner(device, family, key)
+    assert winner is not None and winner.config["num_warps"] in (1, 4)
+    assert winner.trials == 5
+    db.close()
+
+
+def test_session_writes_trials_and_winners(tmp_path):
+    db = TuneDB(f"sqlite:///{tmp_path / 's.sqlite'}")
+    problems = [PROBLEM, parse_problem("softmax_backward:float16:4x1000")]
+    opts = SessionOptions(tune=TuneOptions(n_trials=4, top_k=2, retime_rounds=1), timing=FAST,
+                          isolate=False, progress=False)
+    result = run_session(problems, db, opts, device="cpu")
+    assert result.winners == 2
+    winners = db.winners()
+    assert {(w.key.op, w.key.dtype) for w in winners} == {("softmax", "float32"),
+                                                        ("softmax_backward", "float16")}
+    w = next(w for w in winners if w.key.op == "softmax_backward")
+    assert w.key == ProblemKey.make("softmax_backward", "float16",
+                                    {"rows_bucket": 4, "cols_bucket": 1024})
+    assert len(db.trials(w.device, w.family_hash, w.key)) == 4
+    db.close()
+
+
+def test_journal_storage_resumes_without_remeasuring(tmp_path):
+    journal = str(tmp_path / "study.journal")
+    opts = TuneOptions(n_trials=3, top_k=1, retime_rounds=1, storage=journal, patience=None)
+    first = tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts, study_name="s")
+    rec = FakeRecorder()
+    more = TuneOptions(n_trials=5, top_k=1, retime_rounds=1, storage=journal, patience=None)
+    second = tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=more,
+                          study_name="s", on_trial=rec)
+    assert len(second.measured) == 5
+    assert len(rec.rows) == 2  # only the new ones were measured
+    old = {canonical(c) for c, _ in first.measured}
+    assert not old & {canonical(c) for c, _ in rec.rows}
+
+
+def test_space_round_trips_every_candidate_through_optuna():
+    import optuna
+
+    candidates = list(fitting_configs("softmax", SoftmaxProblem(4, 1000, "float16")))[::97]
+    space = SearchSpace(candidates)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for config in candidates:
+        study.enqueue_trial(space.trial_params(config))
+        trial = study.ask()
+        assert space.suggest(trial) == config
+        study.tell(trial, 1.0)
+    # Random proposals either hit a candidate or are recognised as invalid (None), never a
+    # config outside the list.
+    for _ in range(200):
+        trial = study.ask()
+        got = space.suggest(trial)
+        assert got is None or got in space
+        study.tell(trial, 1.0)
+
+
+def test_winner_rule_inside_noise_band_is_fixed():
+    a = {"num_warps": 8, "num_stages": 1, "block": 1024}
+    b = {"num_warps": 4, "num_stages": 1, "block": 2048}
+    c = {"num_warps": 2, "num_stages": 1, "block": 1024}
+    ms = lambda t: Measurement("ok", t, t, t)  # noqa: E731
+    pairs = [(a, ms(1.000)), (b, ms(1.010)), (c, ms(1.100))]
+    for order in (pairs, pairs[::-1]):
+        winner, m = choose_winner(order, 0.015)
+        assert winner == b  # a and b are tied; b has fewer warps; c is out of the band
+    assert choose_winner(pairs, 0.0)[0] == a
+    assert choose_winner([(a, Measurement.failed("x"))], 0.015) == (None, None)
+
+
+def test_grid_subsample_is_deterministic_and_keeps_defaults():
+    configs = list(fitting_configs("softmax", SoftmaxProblem(4, 1000, "float16")))
+    must = [configs[-1]]
+    first = grid_order(configs, 50, must)
+    assert first == grid_order(list(reversed(configs)), 50, must)
+    assert 50 <= len(first) <= 51 and configs[-1] in first
+
+
+def test_gate_agrees_with_the_project_accuracy_rule():
+    x = torch.randn(16, 300, dtype=torch.float16)
+    ref = softmax_ref(x)
+    peer = torch.softmax(x, -1)
+    gate = Gate(ref, peer, torch.float16)
+    good = peer.clone()
+    bad = (peer.float() * 1.02).half()
+    nan = peer.clone()
+    nan[3, 7] = float("nan")
+    for out in (good, bad, nan):
+        assert (gate.check(out) is None) == check_accuracy(out, ref, peer).ok
+    assert gate.check(good) is None and "NaN" in gate.check(nan)
+
+
+@pytest.mark.parametrize("text", ["softmax:float16", "softmax:float16:4096", "softmax:int8:4x4",
+                                  "nope:float16:4x4", "softmax:float16:0x4"])
+def test_bad_problem_text_is_a_clear_value_error(text):
+    with pytest.raises(ValueError):
+        parse_problem(text)
+
+
+def test_default_problem_set():
+    problems = default_problems()
+    assert len(problems) == 24 and {p.op for p in problems} == {"softmax"}
+    assert parse_problem("softmax:float16:4096x50257") in problems
+
+
+def test_import_flashtune_does_not_import_optuna():
+    code = ("import sys, flashtune, flashtune.tuner, flashtune.cli.tune_cmd; "
+            "import flashtune.tuner.problems; assert 'optuna' not in sys.modules, 'optuna imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class TableRunner:
+    """A runner answering from a cost function: tests the search without running kernels."""
+
+    def __init__(self, cost):
+        self.cost, self.calls = cost, []
+
+    def setup(self, task):
+        pass
+
+    def measure(self, config):
+        self.calls.append(canonical(config))
+        t = self.cost(config)
+        return Measurement("ok", t, t, t)
+
+    def retime(self, configs, rounds):
+        return [self.measure(c) for c in configs]
+
+
+def test_tpe_on_a_sparse_subsample_measures_distinct_configs_and_beats_random():
+    import random
+    import statistics
+
+    tp = TuneProblem("softmax", SoftmaxProblem(4096, 50257, "float16"))
+    configs = random.Random(0).sample(list(fitting_configs(tp.op, tp.problem)), 200)
+
+    def cost(c):  # smooth in the knobs, as real timings mostly are
+        return (1 + abs(c["num_warps"] - 8) / 8 + 0.2 * abs(c["block"].bit_length() - 13)
+                + 0.5 * (c["regime"] == "split") + 0.1 * c["num_stages"])
+
+    best = min(cost(c) for c in configs)
+    found = {}
+    for mode in ("tpe", "random"):
+        bests = []
+        for seed in range(3):
+            runner = TableRunner(cost)
+            opts = TuneOptions(mode=mode, n_trials=30, patience=None, time_budget_s=None,
+                               seed=seed, batch=4, seed_defaults=False, top_k=1, retime_rounds=1)
+            r = tune_problem(tp, runner, device="cpu", options=opts, candidates=configs)
+            measured = [canonical(c) for c, _ in r.measured]
+            assert len(measured) == 30 == len(set(measured))  # every trial a new config
+            bests.append(r.best_curve[-1])
+        found[mode] = statistics.median(bests)
+    assert found["tpe"] <= found["random"]
+    assert found["tpe"] <= best * 1.10

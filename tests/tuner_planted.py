@@ -1,0 +1,57 @@
+"""Adapters with planted broken variants, for the tuner tests (importable by worker processes)."""
+
+from __future__ import annotations
+
+import os
+
+from flashtune.tuner.adapter import SoftmaxAdapter
+
+
+class PlantedCompileError(Exception):
+    """Stands in for a Triton CompilationError."""
+
+
+class PlantedAdapter(SoftmaxAdapter):
+    """Breaks chosen configs: a compile error, a wrong result, or a dying process.
+
+    Configs are matched by their ``num_warps`` so the tests can pick which ones break.
+    """
+
+    def __init__(self, compile_error_warps=(), wrong_warps=(), crash_warps=()):
+        self.compile_error_warps = tuple(compile_error_warps)
+        self.wrong_warps = tuple(wrong_warps)
+        self.crash_warps = tuple(crash_warps)
+
+    def launch(self, op, config, case):
+        warps = config["num_warps"]
+        if warps in self.compile_error_warps:
+            raise PlantedCompileError(f"planted compile error for num_warps={warps}")
+        if warps in self.crash_warps:
+            os._exit(13)  # what a segfaulting kernel does to its process
+        super().launch(op, config, case)
+        if warps in self.wrong_warps:
+            case.out.mul_(1.01)  # plausible but wrong: 1% off everywhere
+
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _fault_kernel(ptr):
+    # A store 2**40 elements past the buffer: an illegal address that poisons the CUDA context.
+    offset = tl.full((), 1 << 40, tl.int64)
+    tl.store(ptr + offset, 1.0)
+
+
+class FaultingAdapter(SoftmaxAdapter):
+    """Configs with the chosen ``num_warps`` launch a kernel that faults the CUDA context."""
+
+    def __init__(self, fault_warps=()):
+        self.fault_warps = tuple(fault_warps)
+
+    def launch(self, op, config, case):
+        if config["num_warps"] in self.fault_warps:
+            _fault_kernel[(1,)](case.out)
+            return
+        super().launch(op, config, case)
