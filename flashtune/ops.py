@@ -13,7 +13,9 @@ What runs where:
 - FLASHTUNE_DISABLE=1: the plain torch ops, nothing else.
 
 The first call with a new (shape, strides, dtype, device, dim) picks a config and binds the
-variant's launch function into a plan; later calls look the plan up in a dict and launch it.
+variant's launch function into a plan; later calls look the plan up in a dict and launch it. On
+CUDA the plan's kernels skip Triton's per-call argument dispatch once compiled
+(flashtune.dispatch.fast_launch; FLASHTUNE_FAST_LAUNCH=0 turns that off).
 Inference calls bypass the torch.library op (see flashtune.dispatch.library for why); calls
 that need autograd, torch.compile tracing, tensor subclasses or dispatch modes go through
 ``torch.ops.flashtune.softmax`` / ``log_softmax``. vmap is not supported.

@@ -2,7 +2,9 @@
 
 A plan is a small closure with the chosen variant's ``launch`` function bound in, so a repeated
 call does no rendering, hashing, validation or database work: one dict lookup, one output
-allocation, one launch. Plans are keyed by everything that changes what the closure does:
+allocation, one launch. On CUDA the bound launch function is the fast-launch copy
+(flashtune.dispatch.fast_launch.accelerate): after a kernel's first launch for an argument
+signature, its later launches call Triton's launcher directly. Plans are keyed by everything that changes what the closure does:
 shape, strides, dtype, device index and dim (finer than the decision key, which has no
 strides; several plan keys share one decision).
 
@@ -19,6 +21,7 @@ import torch
 from ..gen.softmax_ops import SUPPORTED_DTYPES, _as_rows, _from_rows
 from ..gen.softmax_space import SoftmaxProblem
 from ..gen.variants import load_variant
+from .fast_launch import accelerate
 
 Plan = Callable[..., torch.Tensor]
 MAX_PLANS = 4096  # per op; a workload with ever-new shapes must not grow memory without bound
@@ -75,9 +78,18 @@ def problem_of(t: torch.Tensor, dim: int) -> SoftmaxProblem:
     return SoftmaxProblem(rows, cols, SUPPORTED_DTYPES[t.dtype])
 
 
-def forward_plan(x: torch.Tensor, dim: int, op: str, config) -> Plan:
-    """A plan for tensors laid out like ``x`` (dim normalized; numel > 0; kernel_ok)."""
+def _launcher(op: str, config, t: torch.Tensor, fast: bool):
+    """The variant's launch function; on CUDA its kernels skip Triton's per-call dispatch after
+    their first launch (see flashtune.dispatch.fast_launch)."""
     launch = load_variant(op, config).launch
+    return accelerate(launch) if fast and t.is_cuda else launch
+
+
+def forward_plan(x: torch.Tensor, dim: int, op: str, config, fast: bool = True) -> Plan:
+    """A plan for tensors laid out like ``x`` (dim normalized; numel > 0; kernel_ok).
+
+    ``fast=False``: launch through Triton's normal path (benchmarks compare the two)."""
+    launch = _launcher(op, config, x, fast)
     if dim == x.dim() - 1 and x.is_contiguous():
         if x.dim() == 2:
             def plan(x):
@@ -98,12 +110,12 @@ def forward_plan(x: torch.Tensor, dim: int, op: str, config) -> Plan:
             y2 = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
             launch(x2, y2)
             return _from_rows(y2, x, dim)
-    return _guarded(plan, x)
+    return _guarded(plan, x, launch)
 
 
-def backward_plan(y: torch.Tensor, dim: int, op: str, config) -> Plan:
+def backward_plan(y: torch.Tensor, dim: int, op: str, config, fast: bool = True) -> Plan:
     """A plan for (y, dy) pairs laid out like the first ones (dim normalized; numel > 0)."""
-    launch = load_variant(op, config).launch
+    launch = _launcher(op, config, y, fast)
 
     def plan(y, dy):
         y2 = _as_rows(y, dim)
@@ -111,10 +123,11 @@ def backward_plan(y: torch.Tensor, dim: int, op: str, config) -> Plan:
         dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
         launch(y2, dy2, dx2)
         return _from_rows(dx2, y, dim)
-    return _guarded(plan, y)
+    return _guarded(plan, y, launch)
 
 
-def _guarded(plan: Plan, t: torch.Tensor) -> Plan:
+def _guarded(plan: Plan, t: torch.Tensor, launch) -> Plan:
     if t.is_cuda and torch.cuda.device_count() > 1:
-        return _device_guard(plan, t.device.index)
+        plan = _device_guard(plan, t.device.index)
+    plan.launch = launch  # what the plan calls (tests check it is the fast one)
     return plan
