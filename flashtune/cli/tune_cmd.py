@@ -52,13 +52,13 @@ def register(sub) -> None:
     how.add_argument("--mode", choices=("tpe", "grid", "random"), default="tpe",
                      help="tpe (default), grid (every candidate: measures the tuner) or random")
     how.add_argument("--trials", type=_positive_int, default=None,
-                     help="measured configs per problem (default 48; 6 with --interpret)")
+                     help="measured configs per problem (default 24; 6 with --interpret)")
     how.add_argument("--time-budget", type=_positive_float, default=None, metavar="S",
                      help="seconds per problem (default 300)")
     how.add_argument("--total-time", type=_positive_float, default=None, metavar="S",
                      help="seconds for the whole run, shared fairly by the problems")
     how.add_argument("--patience", type=_positive_int, default=None,
-                     help="stop a problem after this many trials without a gain (default 24)")
+                     help="stop a problem after this many trials without a gain (default 12)")
     how.add_argument("--grid-limit", type=_positive_int, default=None,
                      help="grid mode: measure a deterministic subsample of this size")
     how.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
@@ -93,9 +93,9 @@ def _options(args, interpret: bool):
 
     tune = TuneOptions(
         mode=args.mode,
-        n_trials=pick(args.trials, 48, 6),
+        n_trials=pick(args.trials, 24, 6),
         time_budget_s=pick(args.time_budget, 300.0, 60.0),
-        patience=pick(args.patience, 24, None),
+        patience=pick(args.patience, 12, None),
         seed=args.seed,
         top_k=pick(args.top_k, 4, 2),
         retime_rounds=pick(None, 5, 2),
