@@ -45,7 +45,7 @@ def next_pow2(n: int) -> int:
 def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
     """A hand-picked search list across the three regimes (deduplicated, all validated)."""
     base = {"rows_per_program": 1, "splits": 1, "num_stages": 1, "lane_stats": False,
-            "l2_hint": False, "exp2": True, "max_pass": False}
+            "l2_hint": False, "exp2": True, "max_pass": False, "resident": 0}
     out: list[dict] = []
     block = max(16, next_pow2(cols))
     if block <= 65536:
@@ -90,6 +90,13 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
                         out.append(dict(base, regime="online", block=blk, num_warps=warps,
                                         num_stages=2, lane_stats=lane, l2_hint=hint,
                                         max_pass=max_pass))
+                    if warps >= 16 and blk in (4096, 8192):
+                        for resident in (16384, 32768):  # part of the row held in registers
+                            for lane, max_pass in ((False, False), (True, False), (False, True)):
+                                out.append(dict(base, regime="online", block=blk,
+                                                num_warps=warps, num_stages=2, lane_stats=lane,
+                                                l2_hint=False, max_pass=max_pass,
+                                                resident=resident))
                     if warps == 32:  # the best family on 4096x50257: vary pipelining depth too
                         for stages in (1, 3, 4):
                             out.append(dict(base, regime="online", block=blk, num_warps=warps,

@@ -34,6 +34,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
     if fwd:
         cfg["exp2"] = False
         cfg["max_pass"] = False
+        cfg["resident"] = 0
     cfg.update(extra)
     return cfg
 

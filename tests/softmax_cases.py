@@ -35,6 +35,9 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
         splits = (None,) if regime == "online" else (2, 8)
         shapes = [dict(st, block=b, **({"splits": s} if s else {}))
                   for b in (16, 64) for s in splits for st in stats]
+        if fwd and regime == "online":
+            # leading columns held in registers (wider than some test rows, narrower than others)
+            shapes += [dict(st, block=64, resident=256) for st in stats]
     return [dict(shape, **form) for shape in shapes for form in exp_forms]
 
 

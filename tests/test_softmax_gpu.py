@@ -28,9 +28,15 @@ def _semantic(op, regime):
         shapes = [{"rows_per_program": r} for r in (1, 4)]
     elif regime == "online":
         shapes = [{"block": b, "lane_stats": ls} for b in (256, 4096) for ls in (False, True)]
+        if fwd:
+            shapes += [{"block": 1024, "max_pass": True}, {"block": 1024, "resident": 4096},
+                       {"block": 1024, "resident": 4096, "lane_stats": True},
+                       {"block": 1024, "resident": 8192, "max_pass": True}]
     else:
         shapes = [{"block": b, "splits": s, "lane_stats": ls}
                   for b in (256, 4096) for s in (2, 16) for ls in (False, True)]
+        if fwd:
+            shapes.append({"block": 1024, "splits": 4, "max_pass": True})
     return [dict(s, **f) for s in shapes for f in forms]
 
 

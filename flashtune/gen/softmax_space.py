@@ -32,6 +32,8 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
             return "the row regime has no loop to pipeline: num_stages must be 1"
         if cfg["l2_hint"] or cfg["lane_stats"] or cfg.get("max_pass", False):
             return "l2_hint, lane_stats and max_pass apply to chunk loops only (row regime: False)"
+    if regime != "online" and cfg.get("resident", 0):
+        return "resident columns exist only in the online regime (0 otherwise)"
     if cfg.get("max_pass", False) and cfg["lane_stats"]:
         return "max_pass computes the sum against the final max: lane_stats must be False"
     return None
@@ -72,6 +74,8 @@ FORWARD_SPACE = VariantSpace(
         Param("exp2", bool, (False, True), True, "exp(x) as exp2(x * log2 e)"),
         Param("max_pass", bool, (False, True), False,
               "loop statistics as a max-only pass then a sum pass (3 reads, no rescaling)"),
+        Param("resident", int, (0, 256, 1024, 4096, 8192, 16384, 32768), 0,
+              "online: leading columns held in registers across the passes (read once)"),
     ),
     _CONSTRAINTS,
 )
@@ -176,6 +180,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     if op.direction == "fwd":
         raw["exp2"] = True
         raw["max_pass"] = False
+        raw["resident"] = 0
     return op.space.validate(raw)
 
 
@@ -188,4 +193,6 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             continue
         if config["regime"] == "row" and config["block"] != row_block:
             continue  # a larger tile than the row only adds masked lanes
+        if config.get("resident", 0) * 2 > row_block:
+            continue  # hold at most half the row: the rest must stream for this regime to pay
         yield config
