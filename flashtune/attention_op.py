@@ -4,9 +4,12 @@ The op ``flashtune::attention_fwd`` has a fake (meta) implementation, so torch.c
 through it, and an autograd formula that raises NotImplementedError: a backward through it
 fails loudly instead of producing a wrong (or silently missing) gradient.
 
-Which kernel variant runs is decided by a chooser hook: ``set_config_chooser(fn)`` with
-``fn(op, problem, device) -> config mapping`` (the dispatcher plugs in here); without one the
-heuristic ``attention_space.default_config`` is used.
+Which kernel variant runs is decided by a chooser hook: by default the dispatcher's
+(``flashtune.dispatch.attention.choose``: the tuned winner of this device, exact bucket, else
+nearest fitting bucket, else the heuristic ``attention_space.default_config``; a tuned config
+that fails to launch falls back to the default with one warning). ``set_config_chooser(fn)``
+with ``fn(op, problem, device) -> config mapping`` replaces it; ``set_config_chooser(None)``
+restores the dispatcher.
 """
 
 # No "from __future__ import annotations": torch.library.custom_op reads real annotations.
@@ -16,26 +19,32 @@ from typing import Optional
 
 import torch
 
+from .dispatch import attention as _dispatch
 from .gen import attention_ops
 
 _chooser_lock = threading.Lock()
-_chooser: Optional[attention_ops.ConfigChooser] = None
+# What flashtune.attention passes to attention_forward (flashtune.bench reads it too).
+_chooser: attention_ops.ConfigChooser = _dispatch.choose
 
 
 def set_config_chooser(chooser: Optional[attention_ops.ConfigChooser]) -> None:
-    """Install ``chooser(op, problem, device) -> config`` (None: back to the heuristic)."""
+    """Install ``chooser(op, problem, device) -> config`` (None: back to the dispatcher)."""
     global _chooser
     if chooser is not None and not callable(chooser):
         raise TypeError(f"chooser must be callable or None, got {type(chooser).__name__}")
     with _chooser_lock:
-        _chooser = chooser
+        _chooser = chooser if chooser is not None else _dispatch.choose
 
 
 @torch.library.custom_op("flashtune::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
                   return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse); lse is an empty tensor when return_lse is False."""
-    result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=_chooser)
+    chooser = _chooser
+    if chooser is _dispatch.choose:
+        result = _dispatch.forward(q, k, v, causal, scale, return_lse)
+    else:
+        result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=chooser)
     if return_lse:
         return result
     return result, q.new_empty((0,), dtype=torch.float32)

@@ -1,7 +1,8 @@
 """``flashtune show [--all-devices] [--op OP] [--db URL]``: list the tuned winners.
 
 One line per winner of this machine's device (GPU, or the Triton interpreter without one):
-op, dtype, problem bucket, median time, speedup over the heuristic default config when the
+op, dtype, problem bucket (softmax: rows x cols; attention: head dim, Nq/Nk, batch x heads,
+causal), median time, speedup over the heuristic default config when the
 tuner measured that config for the bucket (the cache keeps trials, not peers such as
 torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
 tuned on other template versions are marked "stale": the dispatcher ignores them.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..gen.softmax_space import OPS
+from ..gen.registry import OPS
 
 
 def register(sub) -> None:
@@ -27,13 +28,22 @@ def register(sub) -> None:
 def _default_speedup(db, winner) -> str:
     """Winner vs the heuristic default for the bucket's largest problem, if that was timed."""
     from ..gen import validate_config
+    from ..gen.attention_space import AttentionProblem
+    from ..gen.attention_space import OPS as ATTENTION_OPS
+    from ..gen.attention_space import default_config as attention_default
     from ..gen.softmax_space import SoftmaxProblem, default_config
 
     bucket = dict(winner.key.bucket)
     try:
-        problem = SoftmaxProblem(int(bucket["rows_bucket"]), int(bucket["cols_bucket"]),
-                                 winner.key.dtype)
-        default = default_config(winner.key.op, problem, sm_count=winner.device.sm_count)
+        if winner.key.op in ATTENTION_OPS:
+            problem = AttentionProblem(int(bucket["bh_bucket"]), 1, 1, int(bucket["nq_bucket"]),
+                                       int(bucket["nk_bucket"]), int(bucket["head_dim"]),
+                                       bool(bucket["causal"]), winner.key.dtype)
+            default = attention_default(winner.key.op, problem, sm_count=winner.device.sm_count)
+        else:
+            problem = SoftmaxProblem(int(bucket["rows_bucket"]), int(bucket["cols_bucket"]),
+                                     winner.key.dtype)
+            default = default_config(winner.key.op, problem, sm_count=winner.device.sm_count)
     except (KeyError, ValueError, TypeError):
         return "-"
     for trial in db.trials(winner.device, winner.family_hash, winner.key):
@@ -75,7 +85,7 @@ def run(args) -> int:
             if w.key.op not in current:
                 current[w.key.op] = template_family_hash(w.key.op) if w.key.op in OPS else None
             bucket = dict(w.key.bucket)
-            shape = f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}"
+            shape = _bucket_text(bucket)
             config = compact_config(w.config)
             if w.family_hash != current[w.key.op]:
                 config += "  [stale: other templates]"
@@ -86,6 +96,16 @@ def run(args) -> int:
             rows.append(row)
     _print_table(header, rows)
     return 0
+
+
+def _bucket_text(bucket: dict) -> str:
+    if "head_dim" in bucket:  # attention_fwd
+        n = bucket.get("nq_bucket", "?")
+        if bucket.get("nk_bucket") != n:
+            n = f"{n}/{bucket.get('nk_bucket', '?')}"
+        return (f"d{bucket['head_dim']} n{n} bh{bucket.get('bh_bucket', '?')}"
+                + (" causal" if bucket.get("causal") else ""))
+    return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}"
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:

@@ -1,17 +1,28 @@
 """``flashtune tune``: find the fastest correct variant of each problem on this GPU; cache it.
 
 Without --problem, tunes the default set: the benchmark softmax shapes (65536x128 ...
-4096x50257) for float16, bfloat16 and float32, forward softmax unless --ops says more. Every
-measured config and each winner go to the cache ($FLASHTUNE_DB, or --db).
+4096x50257) for float16, bfloat16 and float32, and the benchmark attention shapes (D=64 and
+128 at N=1024, 4096, 16384; D=256 at N=4096; the ragged 4x32x1000x128 causal) for float16
+and bfloat16, causal and not: 30 attention problems. --ops picks the ops (softmax,
+log_softmax, softmax_backward, log_softmax_backward, attention_fwd). Every measured config and
+each winner go to the cache ($FLASHTUNE_DB, or --db).
+
+Trials per problem default to 24 for the softmax family and 12 for attention (its compiles
+are slower); --trials sets both.
+
+--problem syntax: OP:DTYPE:ROWSxCOLS for the softmax family, attention_fwd:DTYPE:BxHxNxD[:causal]
+for attention (batch, heads, sequence length of queries and keys, head dim).
 
 --interpret runs the whole pipeline on the CPU under the Triton interpreter on tiny problems
-(8x100, 4x1000), with few trials and perf_counter timings: a smoke test of the tuner, not a tune.
+(softmax 8x100, 4x1000; with --ops attention_fwd: 1x2x64x16 and 1x3x40x16 causal), with few trials
+and perf_counter timings: a smoke test of the tuner, not a tune. Its default --ops is softmax.
 
 Examples:
   flashtune tune
+  flashtune tune --ops attention_fwd --trials 6
   flashtune tune --ops softmax,log_softmax,softmax_backward --trials 64
-  flashtune tune --problem softmax:float16:4096x50257 --problem log_softmax:bfloat16:8192x4096
-  flashtune tune --interpret
+  flashtune tune --problem softmax:float16:4096x50257 --problem attention_fwd:bfloat16:4x32x1000x128:causal
+  flashtune tune --interpret --ops softmax,attention_fwd
 """
 
 from __future__ import annotations
@@ -39,11 +50,13 @@ def register(sub) -> None:
     p = sub.add_parser("tune", help="tune kernels for this GPU and store the winners",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_argument_group("what to tune")
-    what.add_argument("--problem", action="append", default=[], metavar="OP:DTYPE:RxC",
-                      help="a problem, e.g. softmax:float16:4096x50257 (repeatable; replaces the default set)")
-    what.add_argument("--ops", default="softmax",
+    what.add_argument("--problem", action="append", default=[], metavar="OP:DTYPE:SHAPE",
+                      help="a problem, e.g. softmax:float16:4096x50257 or "
+                           "attention_fwd:float16:4x32x1000x128:causal (repeatable; replaces the default set)")
+    what.add_argument("--ops", default=None,
                       help="comma list of ops for the default set (softmax, log_softmax, "
-                           "softmax_backward, log_softmax_backward); default softmax")
+                           "softmax_backward, log_softmax_backward, attention_fwd); default "
+                           "softmax,attention_fwd (softmax with --interpret)")
     what.add_argument("--dtypes", default=None, help="comma list of dtypes for the default set "
                       "(default float16,bfloat16,float32; float32,float16 with --interpret)")
     what.add_argument("--interpret", action="store_true",
@@ -52,7 +65,8 @@ def register(sub) -> None:
     how.add_argument("--mode", choices=("tpe", "grid", "random"), default="tpe",
                      help="tpe (default), grid (every candidate: measures the tuner) or random")
     how.add_argument("--trials", type=_positive_int, default=None,
-                     help="measured configs per problem (default 24; 6 with --interpret)")
+                     help="measured configs per problem (default 24 softmax, 12 attention; "
+                          "6 and 4 with --interpret)")
     how.add_argument("--time-budget", type=_positive_float, default=None, metavar="S",
                      help="seconds per problem (default 300)")
     how.add_argument("--total-time", type=_positive_float, default=None, metavar="S",
@@ -64,7 +78,8 @@ def register(sub) -> None:
     how.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
     how.add_argument("--top-k", type=_positive_int, default=None, help="finalists re-timed (default 4)")
     how.add_argument("--batch", type=_positive_int, default=None,
-                     help="proposals compiled in parallel per round (default 4 on a GPU, 1 interpreted)")
+                     help="proposals compiled in parallel per round (default on a GPU: 4 softmax, "
+                          "min(trials, 6) attention; 1 interpreted)")
     run_ = p.add_argument_group("execution")
     run_.add_argument("--precompile-workers", type=int, default=None,
                       help="compile processes (default min(8, CPUs - 2) on a GPU; 0 disables)")
@@ -84,6 +99,8 @@ def register(sub) -> None:
 
 
 def _options(args, interpret: bool):
+    import dataclasses
+
     from ..tuner.session import SessionOptions
     from ..tuner.study import TuneOptions
     from ..tuner.timing import TimingOptions
@@ -103,6 +120,13 @@ def _options(args, interpret: bool):
         grid_limit=args.grid_limit,
         storage=args.journal,
     )
+    # Attention: fewer trials (a compile takes seconds), compiled in larger parallel rounds,
+    # fewer finalists re-timed (a large problem's launch takes milliseconds).
+    att_trials = pick(args.trials, 12, 4)
+    attention = dataclasses.replace(
+        tune, n_trials=att_trials, batch=pick(args.batch, min(att_trials, 6), 1),
+        top_k=pick(args.top_k, min(4, max(2, att_trials // 3)), 2),
+        retime_rounds=pick(None, 3, 2))
     timing = TimingOptions(rep_ms=args.rep_ms or 50)
     workers = args.precompile_workers
     if workers is None:
@@ -111,7 +135,8 @@ def _options(args, interpret: bool):
         raise ValueError(f"--precompile-workers must be >= 0, got {workers}")
     return SessionOptions(tune=tune, timing=timing, isolate=not args.no_isolate,
                           trial_timeout_s=args.trial_timeout, precompile_workers=workers,
-                          total_budget_s=args.total_time, progress=not args.quiet)
+                          total_budget_s=args.total_time, progress=not args.quiet,
+                          family_tune={"attention": attention})
 
 
 def run(args) -> int:
@@ -127,7 +152,12 @@ def run(args) -> int:
     else:
         dtypes = P.parse_dtypes(args.dtypes) if args.dtypes else (
             P.INTERPRET_DTYPES if interpret else P.DTYPES)
-        problems = P.default_problems(P.parse_ops(args.ops), dtypes, interpret=interpret)
+        ops = args.ops or ("softmax" if interpret else "softmax,attention_fwd")
+        problems = P.default_problems(P.parse_ops(ops), dtypes, interpret=interpret)
+        if not problems:
+            print(f"flashtune tune: no problems: the ops {ops} take none of the dtypes "
+                  f"{','.join(dtypes)}", file=sys.stderr)
+            return 2
     options = _options(args, interpret)
 
     from ..tuner.session import NoDeviceError, pick_device

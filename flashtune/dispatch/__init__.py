@@ -1,18 +1,21 @@
 """Runtime dispatch: which tuned config runs a softmax problem, and the pre-bound launch plans.
 
-- ``choice(op, shape, dtype, device=None)``: what the dispatcher picks (a ``Choice``: config,
-  how it was chosen, bucket); the CLI's ``source --dispatch`` prints it.
+- ``choice(op, shape, dtype, device=None)``: what the dispatcher picks for a softmax problem
+  (a ``Choice``: config, how it was chosen, bucket); the CLI's ``source --dispatch`` prints it.
+- ``attention_choice(problem, device=None)``: the same for an ``AttentionProblem``
+  (``flashtune.attention`` uses it through ``flashtune.dispatch.attention.choose``).
 - ``reset()``: re-read the environment (FLASHTUNE_DISABLE, FLASHTUNE_LOG, TRITON_INTERPRET,
   FLASHTUNE_DB, FLASHTUNE_CACHE_DIR) and forget tables, decisions and plans.
 """
 
 from __future__ import annotations
 
+from .attention import choice as attention_choice
 from .chooser import Choice, Dispatcher
 from .runtime import RUNTIME, reset
 from .table import DispatchWarning, WinnerTable
 
-__all__ = ["Choice", "Dispatcher", "DispatchWarning", "RUNTIME", "WinnerTable", "choice", "reset"]
+__all__ = ["attention_choice", "Choice", "Dispatcher", "DispatchWarning", "RUNTIME", "WinnerTable", "choice", "reset"]
 
 
 def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:

@@ -1,9 +1,12 @@
 """Which config runs a problem: tuned exact bucket, nearest tuned bucket, or the default.
 
-One ``Dispatcher`` per process state. Per device it loads the winner table once (the only
-database read); each decision is memoized per (op, device index, rows, cols, dtype), so a
-repeated problem costs one dict lookup. The memory layout of the input (strides) does not
-change the decision: the kernels always see a (rows, cols) view with unit column stride.
+One ``Dispatcher`` per process state, for every op family (softmax and attention; what
+differs is in ``families``). Per device it loads the winner table once (the only database
+read); each decision is memoized per (op, device index, problem): (rows, cols, dtype) for
+softmax, the whole ``AttentionProblem`` for attention, so a repeated problem costs one dict
+lookup. The memory layout of the input (strides) does not change the decision: softmax
+kernels always see a (rows, cols) view with unit column stride, attention kernels take any
+strides.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..gen.softmax_space import SoftmaxProblem, default_config, problem_bucket
+from ..gen.softmax_space import SoftmaxProblem
 from ..gen.space import Config
+from .families import family_of
 from .settings import Settings, logger
 from .table import Bucket, DispatchWarning, WinnerTable
 
@@ -26,7 +30,7 @@ DEFAULT_SM_COUNT = 132  # an H100's; used only if the device cannot be asked
 @dataclass(frozen=True)
 class Choice:
     op: str
-    problem: SoftmaxProblem
+    problem: Any  # SoftmaxProblem | AttentionProblem
     config: Config
     how: str  # "exact" | "nearest" | "default"
     bucket: dict
@@ -35,7 +39,7 @@ class Choice:
 
     def describe(self) -> str:
         src = "" if self.tuned_bucket is None else f" (tuned bucket {dict(self.tuned_bucket)})"
-        return (f"{self.op} {self.problem.n_rows}x{self.problem.n_cols} {self.problem.dtype} on "
+        return (f"{self.op} {family_of(self.op).describe(self.problem)} {self.problem.dtype} on "
                 f"{self.device_name}: bucket {self.bucket}, {self.how}{src}, "
                 f"config {self.config.as_dict()}")
 
@@ -71,6 +75,12 @@ def _read_winners(device: torch.device) -> tuple[Any, list]:
     return info, read_runtime_winners(info)  # warns itself (once) and returns [] on trouble
 
 
+def _memo_key(op: str, index: int, problem: Any) -> tuple:
+    if type(problem) is SoftmaxProblem:  # plain ints hash faster than the dataclass
+        return (op, index, problem.n_rows, problem.n_cols, problem.dtype)
+    return (op, index, problem)
+
+
 class Dispatcher:
     def __init__(self, settings: Settings,
                  reader: Callable[[torch.device], tuple[Any, list]] = _read_winners):
@@ -81,26 +91,30 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._log = logger(settings)
 
-    # The hook of flashtune.gen.softmax_ops.softmax_forward/backward(choose=...).
-    def choose(self, op: str, problem: SoftmaxProblem, device: torch.device) -> Config:
+    # The hook of flashtune.gen.softmax_ops.softmax_forward/backward(choose=...) and of
+    # flashtune.gen.attention_ops.attention_forward(choose=...).
+    def choose(self, op: str, problem: Any, device: torch.device) -> Config:
         return self.choice(op, problem, device).config
 
-    def choice(self, op: str, problem: SoftmaxProblem, device: torch.device) -> Choice:
+    def choice(self, op: str, problem: Any, device: torch.device) -> Choice:
         index = device_index(device)
-        key = (op, index, problem.n_rows, problem.n_cols, problem.dtype)
+        key = _memo_key(op, index, problem)
         found = self._choices.get(key)
         if found is None:
             found = self._decide(op, problem, device, index)
             self._choices[key] = found
         return found
 
-    def override(self, op: str, problem: SoftmaxProblem, device: torch.device,
-                 config: Config) -> None:
+    def override(self, op: str, problem: Any, device: torch.device, config: Config) -> None:
         """Replace a decision by the default ``config`` (its tuned config failed to run)."""
         index = device_index(device)
         dev = self.table(device)
-        self._choices[(op, index, problem.n_rows, problem.n_cols, problem.dtype)] = Choice(
-            op, problem, config, "default", problem_bucket(problem), None, dev.name)
+        self._choices[_memo_key(op, index, problem)] = Choice(
+            op, problem, config, "default", family_of(op).bucket(problem), None, dev.name)
+
+    def default_config(self, op: str, problem: Any, device: torch.device) -> Config:
+        """The heuristic config of ``problem`` for this device's SM count."""
+        return family_of(op).default(op, problem, sm_count=self.table(device).sm_count)
 
     def table(self, device: torch.device) -> _DeviceTable:
         index = device_index(device)
@@ -125,12 +139,13 @@ class Dispatcher:
 
     def _decide(self, op: str, problem: SoftmaxProblem, device: torch.device, index: int) -> Choice:
         dev = self.table(device)
+        family = family_of(op)
         found = dev.table.lookup(op, problem)
         if found is None:
-            config, how, tuned = default_config(op, problem, sm_count=dev.sm_count), "default", None
+            config, how, tuned = family.default(op, problem, sm_count=dev.sm_count), "default", None
         else:
             config, how, tuned = found.config, found.how, found.tuned_bucket
-        choice = Choice(op, problem, config, how, problem_bucket(problem), tuned, dev.name)
+        choice = Choice(op, problem, config, how, family.bucket(problem), tuned, dev.name)
         level = self.settings.log_level
         if self._log.isEnabledFor(level):
             from ..gen import source_path

@@ -32,6 +32,15 @@ def database_missing(url: Any = None) -> str | None:
 
 def compact_config(config: dict) -> str:
     """A one-line config: the regime's knobs only (the pinned ones say nothing)."""
+    if "BLOCK_M" in config:  # attention_fwd
+        parts = [f"M{config.get('BLOCK_M')}", f"N{config.get('BLOCK_N')}",
+                 f"warps={config.get('num_warps')}", f"stages={config.get('num_stages')}"]
+        if config.get("pv_acc") not in (None, "fp32"):
+            parts.append(f"pv_acc={config.get('pv_acc')}")
+        flags = [name for name in ("exp2", "persistent", "tma", "warp_specialize") if config.get(name)]
+        if flags:
+            parts.append("+" + ",".join(flags))
+        return " ".join(parts)
     regime = config.get("regime")
     parts = [str(regime), f"block={config.get('block')}"]
     if regime == "row":

@@ -1,7 +1,8 @@
 """Environment switches of the runtime dispatcher, read once per dispatcher state.
 
 - ``FLASHTUNE_DISABLE=1``: ``flashtune.softmax`` and ``flashtune.log_softmax`` call the plain
-  torch ops (no kernels, no database).
+  torch ops (no kernels, no database); ``flashtune.attention`` runs its kernel with the
+  heuristic default config (no database).
 - ``FLASHTUNE_LOG=1``: log one line per new problem (logger ``"flashtune"``, level INFO, to
   stderr unless the application configured that logger). Without it the same lines go out at
   DEBUG level, for applications that configure logging themselves.

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..gen import ConfigError, OPS, template_family_hash, validate_config
-from ..gen.softmax_space import SoftmaxProblem, problem_bucket, problem_misfit
 from ..gen.space import Config
+from .families import family_of
 
 Bucket = tuple  # sorted (name, value) pairs, as in ProblemKey.bucket
 
@@ -37,12 +37,13 @@ class Lookup:
     tuned_bucket: Bucket | None  # the winner's bucket for exact and nearest
 
 
-def bucket_key(problem: SoftmaxProblem) -> Bucket:
-    return tuple(sorted(problem_bucket(problem).items()))
+def bucket_key(op: str, problem: Any) -> Bucket:
+    return tuple(sorted(family_of(op).bucket(problem).items()))
 
 
-def bucket_distance(a: Bucket, b: Bucket) -> float | None:
-    """Sum of |log2 a - log2 b| over the numeric fields; None if other fields differ."""
+def bucket_distance(a: Bucket, b: Bucket, same: tuple[str, ...] = ()) -> float | None:
+    """Sum of |log2 a - log2 b| over the numeric fields; None if other fields differ or a
+    field named in ``same`` differs."""
     da, db = dict(a), dict(b)
     if da.keys() != db.keys():
         return None
@@ -50,7 +51,10 @@ def bucket_distance(a: Bucket, b: Bucket) -> float | None:
     for name, va in da.items():
         vb = db[name]
         numeric = (type(va) is int and type(vb) is int and va > 0 and vb > 0)
-        if numeric:
+        if name in same:
+            if va != vb:
+                return None
+        elif numeric:
             total += abs(math.log2(va) - math.log2(vb))
         elif va != vb:
             return None
@@ -74,7 +78,7 @@ class WinnerTable:
         for w in winners:
             op = w.key.op
             if op not in OPS:
-                continue  # another op family (e.g. attention): not ours to dispatch
+                continue  # an op this version does not know
             if op not in hashes:
                 hashes[op] = template_family_hash(op)
             if w.family_hash != hashes[op]:
@@ -98,12 +102,15 @@ class WinnerTable:
     def entries(self) -> list[tuple[str, str, TunedEntry]]:
         return [(op, dtype, e) for (op, dtype), d in sorted(self._entries.items()) for e in d.values()]
 
-    def lookup(self, op: str, problem: SoftmaxProblem) -> Lookup | None:
-        """The exact bucket's winner, else the nearest fitting one; None if nothing fits."""
+    def lookup(self, op: str, problem: Any) -> Lookup | None:
+        """The exact bucket's winner, else the nearest fitting one (same op and dtype, and the
+        family's must-match fields); None if nothing fits."""
         by_bucket = self._entries.get((op, problem.dtype))
         if not by_bucket:
             return None
-        wanted = bucket_key(problem)
+        family = family_of(op)
+        problem_misfit = family.misfit
+        wanted = bucket_key(op, problem)
         exact = by_bucket.get(wanted)
         if exact is not None and problem_misfit(exact.config, problem) is None:
             return Lookup(exact.config, "exact", exact.bucket)
@@ -111,7 +118,7 @@ class WinnerTable:
         for bucket, entry in by_bucket.items():
             if bucket == wanted:
                 continue
-            distance = bucket_distance(wanted, bucket)
+            distance = bucket_distance(wanted, bucket, family.same)
             if distance is None or problem_misfit(entry.config, problem) is not None:
                 continue
             rank = (distance, repr(bucket))  # ties: a fixed order, so every process agrees

@@ -4,8 +4,10 @@ Modules (one job each): ``problems`` (what to tune), ``space`` (candidates as an
 space, resource pruning), ``study`` (the search and the winner rule), ``worker`` (compile, gate
 and time in a restartable spawn process), ``precompile`` (parallel compilation ahead of timing),
 ``gate`` (the accuracy rule), ``timing``, ``progress``, ``storage`` (Optuna storage and how
-several GPUs share it), ``session`` (many problems, cache writes), ``adapter`` (the op's inputs,
-oracle and launch; tests plant broken variants here).
+several GPUs share it), ``session`` (many problems, cache writes), ``families`` (what differs
+between the softmax and attention families: problems, buckets, candidates, defaults, launch
+argument shapes), ``adapter`` / ``attention_adapter`` (the op's inputs, oracle and launch;
+tests plant broken variants here).
 
 Nothing here is imported by ``import flashtune`` or the dispatcher; optuna is imported only
 inside the search functions.

@@ -1,9 +1,10 @@
 """The op adapter: how the worker builds a problem's inputs, oracle and launches a config.
 
-The worker only talks to this interface, so tests can plant broken variants (a launch that
-raises, an output that is corrupted, a kernel that faults) by subclassing ``SoftmaxAdapter``
-without touching the templates. Adapters cross into the worker process by pickling, so they
-must be importable top-level classes.
+The worker only talks to this interface (``make_case``, ``launch``), so tests can plant broken
+variants (a launch that raises, an output that is corrupted, a kernel that faults) by
+subclassing ``SoftmaxAdapter`` or ``AttentionAdapter`` without touching the templates.
+``OpAdapter`` (the runners' default) hands each op to its family's adapter. Adapters cross
+into the worker process by pickling, so they must be importable top-level classes.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32":
 
 @dataclass
 class Case:
-    """One problem's tensors in the worker: launch args (outputs last), oracle, gate."""
+    """One problem's tensors in the worker: launch args, the gate, and the output it checks
+    (``output``; the last launch argument when not given)."""
 
-    args: tuple[torch.Tensor, ...]
-    gate: Gate
+    args: tuple[Any, ...]
+    gate: Any  # .check(out) -> None or why the output is wrong
+    output: torch.Tensor | None = None
 
     @property
     def out(self) -> torch.Tensor:
-        return self.args[-1]
+        return self.output if self.output is not None else self.args[-1]
 
 
 class SoftmaxAdapter:
@@ -64,3 +67,25 @@ class SoftmaxAdapter:
         from ..gen import run_variant
 
         run_variant(op, config, *case.args)
+
+
+class OpAdapter:
+    """The default adapter: each op goes to its family's adapter (softmax, attention)."""
+
+    def __init__(self):
+        self._by_family: dict[str, Any] = {}
+
+    def _for(self, op: str):
+        from .families import family
+
+        fam = family(op)
+        adapter = self._by_family.get(fam.name)
+        if adapter is None:
+            adapter = self._by_family[fam.name] = fam.adapter()
+        return adapter
+
+    def make_case(self, op: str, problem, device: str, seed: int) -> Case:
+        return self._for(op).make_case(op, problem, device, seed)
+
+    def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
+        self._for(op).launch(op, config, case)

@@ -73,8 +73,8 @@ def _compile(op: str, raw_config: dict, arg_specs: tuple, device: str) -> str | 
         from ..gen import load_variant
 
         dev = torch.device(device)
-        fakes = [_ShapeOnly(shape, strides, getattr(torch, dtype), dev)
-                 for shape, strides, dtype in arg_specs]
+        fakes = [_ShapeOnly(spec[1], spec[2], getattr(torch, spec[3]), dev) if spec[0] == "t"
+                 else spec[1] for spec in arg_specs]
         load_variant(op, raw_config).launch(*fakes)
         return None
     except Exception as err:  # noqa: BLE001 - the timing worker will record the real error
@@ -82,13 +82,11 @@ def _compile(op: str, raw_config: dict, arg_specs: tuple, device: str) -> str | 
 
 
 def arg_specs(task: Task) -> tuple:
-    """Shapes, strides and dtype names of the launch arguments (contiguous, as the worker's)."""
-    from ..gen.softmax_space import OPS
+    """The launch arguments as the worker passes them (contiguous tensors): ("t", shape,
+    strides, dtype name) for a tensor, ("v", value) for anything else."""
+    from .families import family
 
-    p = task.problem
-    n_args = 2 if OPS[task.op].direction == "fwd" else 3
-    spec = ((p.n_rows, p.n_cols), (p.n_cols, 1), p.dtype)
-    return (spec,) * n_args
+    return family(task.op).arg_specs(task.op, task.problem)
 
 
 class Precompiler:

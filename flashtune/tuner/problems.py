@@ -1,14 +1,24 @@
-"""What the tuner tunes: (op, problem) pairs, the default sets and the ``op:dtype:RxC`` syntax."""
+"""What the tuner tunes: (op, problem) pairs, the default sets and the ``--problem`` syntax.
+
+``--problem`` text:
+- softmax family: ``OP:DTYPE:ROWSxCOLS``, e.g. ``softmax:float16:4096x50257``;
+- attention: ``attention_fwd:DTYPE:BxHxNxD[:causal]``, e.g. ``attention_fwd:bfloat16:4x32x1000x128:causal``
+  (batch, heads, sequence length of queries and keys, head dim; non-causal without the suffix).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from ..gen.attention_space import AttentionProblem
 from ..gen.registry import OPS
-from ..gen.softmax_space import SoftmaxProblem, problem_bucket
+from ..gen.softmax_space import SoftmaxProblem
+from .families import family
 
 DTYPES = ("float16", "bfloat16", "float32")
 FORWARD_OPS = ("softmax", "log_softmax")
+ATTENTION_OPS = ("attention_fwd",)
 
 # The softmax shapes of the benchmark set (rows x cols).
 DEFAULT_SHAPES = (
@@ -18,31 +28,41 @@ DEFAULT_SHAPES = (
 # Tiny shapes for the Triton interpreter on the CPU (CI): the whole pipeline, seconds not hours.
 INTERPRET_SHAPES = ((8, 100), (4, 1000))
 INTERPRET_DTYPES = ("float32", "float16")
+# Attention under the interpreter: (B, H, N, D, causal flags); a ragged N and an odd head
+# count keep the masks honest (and give the three problems three cache buckets).
+INTERPRET_ATTENTION_SHAPES = ((1, 2, 64, 16, (False, True)), (1, 3, 40, 16, (True,)))
+
+
+def attention_shapes() -> tuple:
+    """The attention shapes of the benchmark set as (B, H, N, D, causal flags)."""
+    from ..bench.shapes import ATTENTION_SHAPES
+
+    return tuple((s.batch, s.heads, s.n, s.head_dim, s.causal) for s in ATTENTION_SHAPES)
 
 
 @dataclass(frozen=True)
 class TuneProblem:
     op: str
-    problem: SoftmaxProblem
+    problem: Any  # SoftmaxProblem for the softmax family, AttentionProblem for attention_fwd
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"unknown op {self.op!r}; expected one of {sorted(OPS)}")
-        if self.problem.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.problem.dtype!r}; expected one of {list(DTYPES)}")
-        if self.problem.n_rows < 1 or self.problem.n_cols < 1:
-            raise ValueError("problem rows and columns must be >= 1")
+        fam = family(self.op)
+        fam.check(self.problem)
+        if self.problem.dtype not in fam.dtypes:
+            raise ValueError(f"{self.op}: unknown dtype {self.problem.dtype!r}; expected one of "
+                             f"{list(fam.dtypes)}")
 
     @property
     def dtype(self) -> str:
         return self.problem.dtype
 
     def bucket(self) -> dict:
-        return problem_bucket(self.problem)
+        return family(self.op).bucket(self.problem)
 
     def label(self) -> str:
-        p = self.problem
-        return f"{self.op}:{p.dtype}:{p.n_rows}x{p.n_cols}"
+        return f"{self.op}:{self.dtype}:{family(self.op).shape_text(self.problem)}"
 
     def key(self):
         """The cache key of this problem (ProblemKey of flashtune.cache)."""
@@ -51,17 +71,30 @@ class TuneProblem:
         return ProblemKey.make(self.op, self.dtype, self.bucket())
 
 
+def _dims(text: str, count: int, what: str, example: str) -> list[int]:
+    dims = text.lower().split("x")
+    if len(dims) != count or not all(d.strip().isdigit() for d in dims):
+        raise ValueError(f"--problem shape must be {what} like {example}, got {text!r}")
+    return [int(d) for d in dims]
+
+
 def parse_problem(text: str) -> TuneProblem:
-    """``softmax:float16:4096x50257`` -> TuneProblem (ValueError naming the part that is wrong)."""
+    """``softmax:float16:4096x50257`` or ``attention_fwd:float16:4x32x1000x128:causal`` ->
+    TuneProblem (ValueError naming the part that is wrong)."""
     parts = text.strip().split(":")
+    if parts and parts[0] in ATTENTION_OPS:
+        if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "causal"):
+            raise ValueError(f"--problem for attention must look like attention_fwd:DTYPE:BxHxNxD"
+                             f"[:causal] (e.g. attention_fwd:float16:4x32x1000x128:causal), got {text!r}")
+        op, dtype, shape = parts[:3]
+        b, h, n, d = _dims(shape, 4, "BxHxNxD", "4x32x1000x128")
+        return TuneProblem(op, AttentionProblem(b, h, h, n, n, d, len(parts) == 4, dtype))
     if len(parts) != 3:
         raise ValueError(f"--problem must look like OP:DTYPE:ROWSxCOLS "
-                         f"(e.g. softmax:float16:4096x50257), got {text!r}")
+                         f"(e.g. softmax:float16:4096x50257) or attention_fwd:DTYPE:BxHxNxD[:causal], "
+                         f"got {text!r}")
     op, dtype, shape = parts
-    dims = shape.lower().split("x")
-    if len(dims) != 2 or not all(d.strip().isdigit() for d in dims):
-        raise ValueError(f"--problem shape must be ROWSxCOLS like 4096x50257, got {shape!r}")
-    rows, cols = (int(d) for d in dims)
+    rows, cols = _dims(shape, 2, "ROWSxCOLS", "4096x50257")
     return TuneProblem(op, SoftmaxProblem(rows, cols, dtype))
 
 
@@ -82,6 +115,18 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 
 
 def default_problems(ops=("softmax",), dtypes=DTYPES, interpret: bool = False) -> list[TuneProblem]:
-    """The default tuning set: every op x dtype x shape (tiny shapes under the interpreter)."""
-    shapes = INTERPRET_SHAPES if interpret else DEFAULT_SHAPES
-    return [TuneProblem(op, SoftmaxProblem(r, c, dt)) for op in ops for dt in dtypes for r, c in shapes]
+    """The default tuning set: every op x dtype x shape (tiny shapes under the interpreter).
+
+    Each op takes the dtypes its family supports (attention: float16 and bfloat16 of ``dtypes``).
+    """
+    out = []
+    for op in ops:
+        fam_dtypes = [dt for dt in dtypes if dt in family(op).dtypes]
+        if op in ATTENTION_OPS:
+            shapes = INTERPRET_ATTENTION_SHAPES if interpret else attention_shapes()
+            out += [TuneProblem(op, AttentionProblem(b, h, h, n, n, d, causal, dt))
+                    for dt in fam_dtypes for b, h, n, d, flags in shapes for causal in flags]
+        else:
+            shapes = INTERPRET_SHAPES if interpret else DEFAULT_SHAPES
+            out += [TuneProblem(op, SoftmaxProblem(r, c, dt)) for dt in fam_dtypes for r, c in shapes]
+    return out

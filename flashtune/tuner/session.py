@@ -1,6 +1,7 @@
 """A tuning run: many problems on one device, every measurement and winner written to the cache.
 
-Cache rows: key = ``ProblemKey.make(op, dtype, problem_bucket(problem))``, family hash =
+Cache rows: key = ``ProblemKey.make(op, dtype, problem_bucket(problem))`` (the op family's
+bucket: rows/cols for softmax; head dim, Nq/Nk, batch x heads and causal for attention), family hash =
 ``gen.template_family_hash(op)``, device = ``DeviceInfo.current()``. Every measured config
 becomes a trial row (failed ones with their error); the chosen config becomes the winner row.
 """
@@ -11,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .families import family as op_family
 from .precompile import Precompiler
 from .progress import Progress
 from .study import ProblemResult, TuneOptions, tune_problem
@@ -70,6 +72,9 @@ class SessionOptions:
     precompile_workers: int = 0       # >0: compile proposals in parallel (CUDA only)
     total_budget_s: float | None = None  # shared by all problems (each gets a fair share)
     progress: bool = True
+    # Search options of one op family ("attention": fewer trials, compiles are slower);
+    # families not named here use ``tune``.
+    family_tune: dict[str, TuneOptions] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,7 +133,7 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     results = []
     try:
         for i, tp in enumerate(problems):
-            tune_opts = options.tune
+            tune_opts = options.family_tune.get(op_family(tp.op).name, options.tune)
             if options.total_budget_s is not None:
                 left = options.total_budget_s - (time.monotonic() - t0)
                 share = max(1.0, left / (len(problems) - i))

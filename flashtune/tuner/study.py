@@ -1,6 +1,7 @@
 """Search one problem: Optuna TPE (or grid, or random) over the candidates, then pick a winner.
 
-Flow per problem: candidates = gen's ``fitting_configs`` minus resource misfits; TPE (seeded
+Flow per problem: candidates = gen's ``fitting_configs`` minus resource misfits (the op's
+family in ``families`` knows both); TPE (seeded
 sampler) starts from the heuristic defaults (``enqueue_trial``); each proposed config is
 measured once (compile, correctness gate, timing) - a repeated proposal is answered from the
 memo; failures are recorded with their reason and told PRUNED so TPE avoids their region. Stops
@@ -21,8 +22,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..gen.softmax_space import default_config, fitting_configs
-from .space import SearchSpace, canonical, prune
+from .families import family
+from .space import SearchSpace, canonical
 from .worker import Measurement, Task
 
 MODES = ("tpe", "grid", "random")
@@ -96,9 +97,10 @@ def choose_winner(finalists: list[tuple[dict, Measurement]], noise_band: float):
     return min(tied, key=lambda cm: tie_key(cm[0]))
 
 
-def candidate_list(op: str, problem, dtype_bytes_limit: int | None = None, streams: int = 1):
-    """(kept, pruned) candidates of one problem."""
-    return prune(fitting_configs(op, problem), problem.dtype, dtype_bytes_limit, streams)
+def candidate_list(op: str, problem, max_shared_bytes: int | None = None, device: str = "cpu"):
+    """(kept, pruned) candidates of one problem: the family's fitting configs on ``device``
+    minus resource misfits (``max_shared_bytes``: the device's shared memory per block)."""
+    return family(op).candidates(op, problem, device, max_shared_bytes)
 
 
 def grid_order(candidates: list, limit: int | None, must_have=()) -> list:
@@ -165,9 +167,9 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
                  sm_count: int = 132) -> ProblemResult:
     """Tune one TuneProblem with ``runner``; returns what was measured and the winner."""
     t_start = time.monotonic()
-    streams = 1 if tp.op in ("softmax", "log_softmax") else 2
+    fam = family(tp.op)
     if candidates is None:
-        kept, pruned = candidate_list(tp.op, tp.problem, max_shared_bytes, streams)
+        kept, pruned = fam.candidates(tp.op, tp.problem, device, max_shared_bytes)
     else:
         kept, pruned = list(candidates), []
     result = ProblemResult(tp.label(), len(kept), len(pruned))
@@ -175,8 +177,8 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
         result.error = "no candidate config fits this problem"
         return result
     space = SearchSpace(kept)
-    defaults = [c for c in dict.fromkeys([default_config(tp.op, tp.problem, sm_count),
-                                          default_config(tp.op, tp.problem)])
+    defaults = [c for c in dict.fromkeys([fam.default_config(tp.op, tp.problem, sm_count),
+                                          fam.default_config(tp.op, tp.problem)])
                 if c in space] if options.seed_defaults else []
     task = Task(tp.op, tp.problem, device, options.seed)
     runner.setup(task)

@@ -21,7 +21,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..gen.softmax_space import SoftmaxProblem
 from .timing import TimingOptions, bench
 
 
@@ -30,7 +29,7 @@ class Task:
     """One problem as the worker sees it (picklable)."""
 
     op: str
-    problem: SoftmaxProblem
+    problem: Any  # SoftmaxProblem | AttentionProblem (frozen, picklable)
     device: str  # "cuda:0", "cpu" under the interpreter
     seed: int = 0
 
@@ -71,9 +70,9 @@ class LocalRunner:
     """Runs candidates in this process (the interpreter, tests, and inside the worker child)."""
 
     def __init__(self, adapter=None, timing: TimingOptions | None = None):
-        from .adapter import SoftmaxAdapter
+        from .adapter import OpAdapter
 
-        self.adapter = adapter if adapter is not None else SoftmaxAdapter()
+        self.adapter = adapter if adapter is not None else OpAdapter()
         self.timing = timing or TimingOptions()
         self.task: Task | None = None
         self.case = None
@@ -223,11 +222,11 @@ class ProcessRunner:
 
     def __init__(self, adapter=None, timing: TimingOptions | None = None,
                  trial_timeout_s: float = 120.0, setup_timeout_s: float = 600.0):
-        from .adapter import SoftmaxAdapter
+        from .adapter import OpAdapter
 
         if trial_timeout_s <= 0 or setup_timeout_s <= 0:
             raise ValueError("trial_timeout_s and setup_timeout_s must be > 0")
-        self.adapter = adapter if adapter is not None else SoftmaxAdapter()
+        self.adapter = adapter if adapter is not None else OpAdapter()
         self.timing = timing or TimingOptions()
         self.trial_timeout_s = trial_timeout_s
         self.setup_timeout_s = setup_timeout_s

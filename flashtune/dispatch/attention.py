@@ -1,0 +1,75 @@
+"""``flashtune.attention`` through the dispatcher: the chooser hook and its safety net.
+
+``choose`` is the hook ``flashtune.attention_op`` installs by default (``choose`` argument of
+``flashtune.gen.attention_ops.attention_forward``): the live dispatcher's pick (exact tuned
+bucket, else the nearest tuned bucket with the same head dim and causal flag whose config fits,
+else the heuristic default), memoized per problem, so after the first call of a problem no
+database work happens. It reads ``RUNTIME.dispatcher`` on each call, so
+``flashtune.dispatch.reset()`` takes effect without re-installing the hook.
+
+``forward`` runs a problem with that hook; a tuned config that fails to load or launch here
+(a tampered database, a compiler that rejects it) must not break the caller: the decision is
+replaced by the default config, with one warning, and the call is repeated.
+
+``FLASHTUNE_DISABLE=1``: no database, the heuristic default config (there is no plain torch
+path with the same (out, lse) contract, so attention keeps running our kernel).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from ..gen import attention_ops
+from ..gen.attention_space import AttentionProblem, default_config
+from ..gen.space import Config
+from .runtime import RUNTIME
+from .table import DispatchWarning
+
+OP = attention_ops.OP
+
+
+@functools.lru_cache(maxsize=1024)
+def _heuristic(problem: AttentionProblem) -> Config:
+    return default_config(OP, problem)
+
+
+def choose(op: str, problem: AttentionProblem, device: torch.device) -> Config:
+    """The config hook of attention_forward: the dispatcher's pick for this device."""
+    if RUNTIME.disabled:
+        return _heuristic(problem)
+    return RUNTIME.dispatcher.choose(op, problem, device)
+
+
+def choice(problem: AttentionProblem, device=None):
+    """The dispatcher's ``Choice`` (config, how, buckets) for an attention problem."""
+    if not isinstance(problem, AttentionProblem):
+        raise TypeError(f"problem must be an AttentionProblem, got {type(problem).__name__}")
+    if device is None:
+        device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
+            else torch.device("cpu")
+    return RUNTIME.dispatcher.choice(OP, problem, torch.device(device))
+
+
+def forward(q, k, v, causal: bool, scale, return_lse: bool):
+    """attention_forward with the dispatcher's config; a failing tuned config -> the default."""
+    try:
+        return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)
+    except Exception as err:
+        attention_ops.check_inputs(q, k, v)  # a bad input is the caller's error: raise that
+        attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
+        if RUNTIME.disabled:
+            raise
+        problem = attention_ops.problem_of(q, k, causal)
+        dispatcher = RUNTIME.dispatcher
+        picked = dispatcher.choice(OP, problem, q.device)
+        if picked.how == "default":
+            raise
+        fallback = dispatcher.default_config(OP, problem, q.device)
+        warnings.warn(f"flashtune: the tuned {OP} config for {picked.describe()} failed "
+                      f"({type(err).__name__}: {err}); using the default config {fallback.as_dict()}",
+                      DispatchWarning, stacklevel=3)
+        dispatcher.override(OP, problem, q.device, fallback)
+    return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)

@@ -1,0 +1,50 @@
+"""What the dispatcher needs to know about each op family: bucket, misfit, default, naming.
+
+The winner table, the chooser and the logging are written once; a family differs only in how
+a problem is bucketed, when a stored config cannot run it, the heuristic default, which bucket
+fields a "nearest" winner must share exactly (attention: the head dim and the causal flag; a
+config tuned for another head dim or masking says little), and how a problem is named in logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..gen import attention_space, softmax_space
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    name: str
+    bucket: Callable[[Any], dict]
+    misfit: Callable[[Any, Any], "str | None"]  # (config, problem)
+    default: Callable[..., Any]  # (op, problem, sm_count) -> Config
+    same: tuple[str, ...]  # bucket fields a nearest bucket must match exactly
+    describe: Callable[[Any], str]
+
+
+def _softmax_text(p) -> str:
+    return f"{p.n_rows}x{p.n_cols}"
+
+
+def _attention_text(p) -> str:
+    heads = f"{p.heads}" if p.heads == p.kv_heads else f"{p.heads}/{p.kv_heads}"
+    n = f"{p.nq}" if p.nq == p.nk else f"{p.nq}/{p.nk}"
+    return f"B{p.batch} H{heads} N{n} D{p.head_dim}{' causal' if p.causal else ''}"
+
+
+SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
+                   softmax_space.default_config, (), _softmax_text)
+ATTENTION = OpFamily("attention", attention_space.problem_bucket, attention_space.problem_misfit,
+                     attention_space.default_config, ("head_dim", "causal"),
+                     _attention_text)
+
+_BY_OP = {**{op: SOFTMAX for op in softmax_space.OPS}, **{op: ATTENTION for op in attention_space.OPS}}
+
+
+def family_of(op: str) -> OpFamily:
+    try:
+        return _BY_OP[op]
+    except KeyError:
+        raise ValueError(f"unknown op {op!r}; expected one of {sorted(_BY_OP)}") from None

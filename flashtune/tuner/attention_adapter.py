@@ -1,0 +1,116 @@
+"""The attention adapter: inputs, oracle and launch of ``attention_fwd`` problems for the worker.
+
+Inputs are randn in the problem's (B, H, N, D) layout (contiguous). A full float64 oracle of a
+benchmark problem (2 x 32 heads x 16384^2 scores) would cost more than the whole tune, so the
+gate checks a deterministic sample: the query rows of ``flashtune.bench.checks.sample_rows``
+(about ``ROWS`` spread over the sequence plus the last 8) of the first and the last (b, h)
+pair, against the bench's float64 oracle (causal mask per sampled row, bottom-right aligned).
+The peer is torch's math SDPA in the problem's dtype on the same rows, and the rule is the
+project's (``flashtune.reference.check_accuracy``). The output is filled with NaN before each
+launch (by the worker), and the gate also requires a finite output everywhere, so a variant
+that leaves tiles outside the sample unwritten fails too.
+
+The tuner times without the LSE output (``lse=None``) and with the default scale 1/sqrt(D).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from ..gen.attention_space import AttentionProblem
+from .adapter import TORCH_DTYPES, Case
+
+ROWS = 64  # sampled query rows per checked (b, h) pair (plus the last 8)
+
+
+def sampled_pairs(problem: AttentionProblem) -> list[tuple[int, int]]:
+    """The (batch, head) pairs the gate checks: the first and the last."""
+    return list(dict.fromkeys([(0, 0), (problem.batch - 1, problem.heads - 1)]))
+
+
+def _masked_rows(rows: torch.Tensor, n_q: int, n_k: int, causal: bool, device) -> torch.Tensor | None:
+    """Boolean keep-mask (rows x keys) of the sampled query rows, bottom-right causal."""
+    if not causal:
+        return None
+    cols = torch.arange(n_k, device=device)[None, :]
+    return cols <= rows.to(device)[:, None] + (n_k - n_q)
+
+
+def math_sdpa_rows(q, k, v, causal: bool, pairs, rows: torch.Tensor) -> torch.Tensor:
+    """torch's math SDPA in the inputs' dtype on the sampled rows: (pairs, rows, D)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    group = q.shape[1] // k.shape[1]
+    mask = _masked_rows(rows, q.shape[2], k.shape[2], causal, q.device)
+    outs = []
+    with sdpa_kernel(SDPBackend.MATH):
+        for b, h in pairs:
+            qs = q[b, h, rows.to(q.device)][None, None]
+            ks, vs = k[b, h // group][None, None], v[b, h // group][None, None]
+            outs.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)[0, 0])
+    return torch.stack(outs)
+
+
+def oracle_rows(q, k, v, causal: bool, pairs, rows: torch.Tensor) -> torch.Tensor:
+    """float64 output of the sampled rows, (pairs, rows, D), by the benchmark's oracle."""
+    from ..bench.checks import attention_oracle
+
+    group = q.shape[1] // k.shape[1]
+    outs = []
+    for b, h in pairs:
+        # One (b, h) pair as a (1, 1, N, D) view, its own kv head (grouped-query attention).
+        qv, kv_, vv = q[b:b + 1, h:h + 1], k[b:b + 1, h // group:h // group + 1], v[b:b + 1, h // group:h // group + 1]
+        outs.append(attention_oracle(qv, kv_, vv, causal, [(0, 0)], rows.to(q.device))[0])
+    return torch.stack(outs)
+
+
+class AttentionGate:
+    """The accuracy rule on the sampled rows, plus a finite output everywhere."""
+
+    def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, pairs, rows: torch.Tensor):
+        self.ref, self.peer, self.pairs, self.rows = ref64, peer, pairs, rows
+
+    def check(self, out: torch.Tensor) -> str | None:
+        from ..bench.checks import pick
+        from ..reference import check_accuracy
+
+        if not bool(torch.isfinite(out).all()):
+            return "wrong result: NaN or inf in the output (rows left unwritten or overflow)"
+        acc = check_accuracy(pick(out, self.pairs, self.rows), self.ref, self.peer)
+        if not acc.ok:
+            return (f"wrong result: max abs error {acc.err:.3g} > bound {acc.bound:.3g} on sampled "
+                    f"rows (torch math SDPA error {acc.peer_err:.3g})")
+        return None
+
+
+class AttentionAdapter:
+    """``attention_fwd``: q, k, v -> out (no LSE), default scale."""
+
+    def make_case(self, op: str, problem: AttentionProblem, device: str, seed: int) -> Case:
+        from ..bench.checks import sample_rows
+
+        dtype = TORCH_DTYPES[problem.dtype]
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        p = problem
+
+        def randn(heads: int, n: int) -> torch.Tensor:
+            shape = (p.batch, heads, n, p.head_dim)
+            return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+        q, k, v = randn(p.heads, p.nq), randn(p.kv_heads, p.nk), randn(p.kv_heads, p.nk)
+        out = torch.empty_like(q)
+        pairs = sampled_pairs(p)
+        rows = sample_rows(p.nq, ROWS).to(device)
+        gate = AttentionGate(oracle_rows(q, k, v, p.causal, pairs, rows),
+                             math_sdpa_rows(q, k, v, p.causal, pairs, rows), pairs, rows)
+        scale = p.head_dim ** -0.5
+        return Case((q, k, v, out, None, scale, bool(p.causal)), gate, output=out)
+
+    def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
+        from ..gen import run_variant
+
+        run_variant(op, config, *case.args)

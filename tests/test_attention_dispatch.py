@@ -1,0 +1,205 @@
+"""flashtune.attention through the dispatcher: exact / nearest / default choices on a seeded
+database, fallback of a failing tuned config, logging, `flashtune show`, and no database work
+after warm-up. Without a GPU everything runs in Triton's interpreter on CPU tensors."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+import flashtune
+import flashtune.dispatch as dispatch
+from attention_cases import Shape, check_case, config, make_qkv
+from dispatch_helpers import DEVICE, fresh_db, sm_count  # noqa: F401
+from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from flashtune.cli import main
+from flashtune.dispatch import DispatchWarning
+from flashtune.gen import attention_ops, template_family_hash
+from flashtune.gen.attention_space import AttentionProblem, default_config, problem_bucket
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")]
+
+OP = "attention_fwd"
+
+
+def problem(nq=24, nk=24, d=32, causal=False, dtype="float16", b=1, h=2) -> AttentionProblem:
+    return AttentionProblem(b, h, h, nq, nk, d, causal, dtype)
+
+
+def seed(path, p: AttentionProblem, cfg: dict, *, family_hash: str | None = None) -> ProblemKey:
+    """Store one attention winner for the bucket of ``p`` on this machine's device."""
+    device = DeviceInfo.current(torch.device(DEVICE))
+    key = ProblemKey.make(OP, p.dtype, problem_bucket(p))
+    with TuneDB(f"sqlite:///{path}") as db:
+        db.upsert_winner(device, family_hash or template_family_hash(OP), key, cfg,
+                         median_ms=0.01, p20_ms=0.009, p80_ms=0.011, trials=3)
+    return key
+
+
+def qkv(p: AttentionProblem):
+    dtype = getattr(torch, p.dtype)
+    return make_qkv(Shape(p.batch, p.heads, p.kv_heads, p.nq, p.nk, p.head_dim), dtype, DEVICE)
+
+
+def test_exact_bucket_wins_and_runs(fresh_db, monkeypatch):
+    tuned = config(BLOCK_M=16, BLOCK_N=16, exp2=False)
+    seed(fresh_db, problem(nq=32, nk=32), tuned)  # bucket of nq = nk = 24 too (rounded to 32)
+    p = problem()
+    picked = dispatch.attention_choice(p, DEVICE)
+    assert picked.how == "exact" and picked.config.as_dict() == tuned
+    q, k, v = qkv(p)
+    seen = []
+    real = attention_ops.run_variant
+
+    def spy(op, cfg, *args):
+        seen.append(cfg.as_dict())
+        return real(op, cfg, *args)
+
+    monkeypatch.setattr(attention_ops, "run_variant", spy)
+    out = flashtune.attention(q, k, v)
+    assert seen == [tuned]  # the tuned config is the one that ran
+    assert check_case(out, None, q, k, v, False) is None
+
+
+def test_nearest_bucket_same_head_dim_and_causal_that_fits(fresh_db):
+    p = problem(nq=100, nk=100, causal=True, dtype="bfloat16")  # bucket nq = nk = 128
+    # Closer but excluded: another head dim, another causal flag, and a config that cannot
+    # run bf16 (pv_acc=fp16). The fitting one at 64 (distance 2) beats the one at 1024 (6).
+    seed(fresh_db, problem(nq=128, nk=128, d=64, causal=True, dtype="bfloat16"), config(BLOCK_M=32))
+    seed(fresh_db, problem(nq=128, nk=128, causal=False, dtype="bfloat16"), config(BLOCK_M=32))
+    seed(fresh_db, problem(nq=256, nk=256, causal=True, dtype="bfloat16"),
+         config(BLOCK_M=32, pv_acc="fp16"))
+    near = config(BLOCK_M=32, BLOCK_N=32)
+    seed(fresh_db, problem(nq=64, nk=64, causal=True, dtype="bfloat16"), near)
+    seed(fresh_db, problem(nq=1024, nk=1024, causal=True, dtype="bfloat16"), config(BLOCK_M=64))
+    picked = dispatch.attention_choice(p, DEVICE)
+    assert picked.how == "nearest", picked.describe()
+    assert dict(picked.tuned_bucket)["nq_bucket"] == 64
+    assert picked.config.as_dict() == near
+
+
+def test_default_when_nothing_fits(fresh_db):
+    p = problem(dtype="bfloat16")
+    seed(fresh_db, problem(dtype="float16"), config(BLOCK_M=16))  # other dtype
+    seed(fresh_db, p, config(BLOCK_M=16), family_hash="0" * 16)  # stale templates
+    seed(fresh_db, problem(nq=64, nk=64, dtype="bfloat16"), config(pv_acc="fp16"))  # misfit
+    picked = dispatch.attention_choice(p, DEVICE)
+    assert picked.how == "default"
+    assert picked.config == default_config(OP, p, sm_count=sm_count())
+    q, k, v = qkv(p)
+    assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None
+
+
+def test_no_database_access_after_warm_up(fresh_db):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seed(fresh_db, problem(), config(BLOCK_M=16, BLOCK_N=16))
+    queries = []
+
+    def count(*args, **kwargs):
+        queries.append(args[2] if len(args) > 2 else None)
+
+    q, k, v = qkv(problem())
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        flashtune.attention(q, k, v)  # warm-up: loads the table (the one read)
+        assert queries, "the warm-up call should have read the winner table"
+        queries.clear()
+        for _ in range(3):
+            flashtune.attention(q, k, v)
+        flashtune.attention(q, k, v, causal=True)  # a new problem: the in-memory table
+        flashtune.softmax(torch.randn(4, 8, device=DEVICE))  # one table for both families
+        assert queries == []
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    key = (OP, -1 if DEVICE == "cpu" else torch.cuda.current_device(), problem())
+    assert key in dispatch.RUNTIME.dispatcher._choices  # memoized per problem
+
+
+def test_broken_database_gives_default_and_one_warning(fresh_db):
+    fresh_db.write_bytes(b"not a database" * 100)
+    p = problem()
+    q, k, v = qkv(p)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for causal in (False, True, False):
+            out = flashtune.attention(q, k, v, causal=causal)
+        flashtune.softmax(torch.randn(3, 5, device=DEVICE))
+    assert check_case(out, None, q, k, v, False) is None
+    from flashtune.cache import CacheWarning
+
+    ours = [w for w in caught if issubclass(w.category, (CacheWarning, DispatchWarning))]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert dispatch.attention_choice(p, DEVICE).how == "default"
+
+
+def test_failing_tuned_config_falls_back_to_default_with_one_warning(fresh_db, monkeypatch):
+    seed(fresh_db, problem(), config(BLOCK_M=16, BLOCK_N=16))
+    real = attention_ops.run_variant
+
+    def picky(op, cfg, *args):
+        if cfg["BLOCK_M"] == 16:
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, cfg, *args)
+
+    monkeypatch.setattr(attention_ops, "run_variant", picky)
+    q, k, v = qkv(problem())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            out = flashtune.attention(q, k, v)
+    assert check_case(out, None, q, k, v, False) is None
+    assert len([w for w in caught if issubclass(w.category, DispatchWarning)]) == 1
+    assert dispatch.attention_choice(problem(), DEVICE).how == "default"
+    with pytest.raises(ValueError, match="head dim"):  # input errors stay the caller's
+        flashtune.attention(q[..., :12], k[..., :12], v[..., :12])
+
+
+def test_log_switch_logs_attention_choice_once(fresh_db, monkeypatch, caplog):
+    monkeypatch.setenv("FLASHTUNE_LOG", "1")
+    dispatch.reset()
+    seed(fresh_db, problem(), config(BLOCK_M=16, BLOCK_N=16))
+    q, k, v = qkv(problem())
+    with caplog.at_level(logging.INFO, logger="flashtune"):
+        for _ in range(3):
+            flashtune.attention(q, k, v)
+    records = [r.getMessage() for r in caplog.records if r.name == "flashtune"]
+    assert len(records) == 1, records
+    assert "attention_fwd B1 H2 N24 D32 float16" in records[0] and "exact" in records[0]
+    assert "'BLOCK_M': 16" in records[0] and records[0].rstrip().endswith(".py")
+
+
+def test_show_lists_attention_winners(fresh_db, capsys):
+    seed(fresh_db, problem(nq=1000, nk=1000, d=128, causal=True, b=4, h=32),
+         config(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2, exp2=True))
+    assert main(["show"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("attention_fwd"))
+    assert "d128 n1024 bh128 causal" in line and "M64 N32 warps=4 stages=2 +exp2" in line
+    assert main(["show", "--op", "attention_fwd"]) == 0
+    assert "attention_fwd" in capsys.readouterr().out
+
+
+def test_disable_switch_uses_the_heuristic_without_database(fresh_db, monkeypatch):
+    seed(fresh_db, problem(), config(BLOCK_M=16, BLOCK_N=16))
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    seen = []
+    real = attention_ops.run_variant
+
+    def spy(op, cfg, *args):
+        seen.append(cfg)
+        return real(op, cfg, *args)
+
+    monkeypatch.setattr(attention_ops, "run_variant", spy)
+    monkeypatch.setattr(dispatch.RUNTIME.dispatcher, "_reader",
+                        lambda device: pytest.fail("database read while disabled"))
+    q, k, v = qkv(problem())
+    out = flashtune.attention(q, k, v)
+    assert seen == [default_config(OP, problem())]
+    assert check_case(out, None, q, k, v, False) is None
