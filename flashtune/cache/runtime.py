@@ -7,10 +7,13 @@ and the dispatcher falls back to its heuristic defaults.
 
 from __future__ import annotations
 
+import os
+
 from typing import Any
 
 from .db import device_filter, convert_rows, select_rows
-from .engine import CACHE_FAILURES, display, explain, make_engine, reading, resolve_url, sqlite_file
+from .engine import (DB_ENV, CACHE_FAILURES, display, explain, make_engine, reading, resolve_url,
+                     sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, winner_from_row
@@ -73,5 +76,6 @@ def _read(device: DeviceInfo, url: Any) -> list[Winner]:
 def _where(url: Any) -> str:
     try:
         return display(resolve_url(url))
-    except Exception:  # noqa: BLE001
-        return repr(url)
+    except Exception:  # noqa: BLE001 - an unparsable URL: name what was given
+        given = url if url is not None else os.environ.get(DB_ENV)
+        return repr(given) if url is not None else f"{DB_ENV}={given!r}"
