@@ -8,7 +8,6 @@ and the dispatcher falls back to its heuristic defaults.
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 from .db import device_filter, convert_rows, select_rows
