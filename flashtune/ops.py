@@ -24,6 +24,7 @@ that need autograd, torch.compile tracing, tensor subclasses or dispatch modes g
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import library as _library  # noqa: F401 - registers torch.ops.flashtune.* on first use
 from .dispatch.runtime import RUNTIME as _R
@@ -45,8 +46,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     # Hot path: every check below is a plain attribute read; a plan exists only for inputs
     # that already passed the full checks of _call with this exact layout.
     if (not _is_compiling() and type(x) is _Tensor and not (x.requires_grad and _grad_enabled())
-            and not _dispatch_modes()):
-        plan = _SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.get_device(), dim))
+            and not _dispatch_modes() and _forward_ad._current_level < 0 and type(dim) is int):
+        plan = _SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
         if plan is not None:
             return plan(x)
     return _call(x, dim, False)
@@ -55,8 +56,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Log-softmax of ``x`` along ``dim`` (like torch.log_softmax) with the tuned kernel."""
     if (not _is_compiling() and type(x) is _Tensor and not (x.requires_grad and _grad_enabled())
-            and not _dispatch_modes()):
-        plan = _LOG_SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.get_device(), dim))
+            and not _dispatch_modes() and _forward_ad._current_level < 0 and type(dim) is int):
+        plan = _LOG_SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
         if plan is not None:
             return plan(x)
     return _call(x, dim, True)
@@ -65,6 +66,11 @@ def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def _call(x, dim, log: bool) -> torch.Tensor:
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
+    if _forward_ad._current_level >= 0:
+        # Forward-mode AD is on: our ops have no forward-AD formula, and a dual tensor looks
+        # like a plain one to the kernel (its tangent would be dropped). torch computes both.
+        _check_dtype("x", x)
+        return (torch.log_softmax if log else torch.softmax)(x, _normalize_dim(dim, x.dim()))
     _check_dtype("x", x)
     d = _normalize_dim(dim, x.dim())
     if (_is_compiling() or type(x) is not _Tensor or (x.requires_grad and _grad_enabled())

@@ -34,3 +34,18 @@ def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "flashtune", "source", "softmax"],
                             capture_output=True, text=True, check=True)
     assert "@triton.jit" in result.stdout
+
+
+def test_source_attention(capsys):
+    assert main(["source", "attention_fwd", "--causal", "--shape", "1x8x1000x64",
+                 "--BLOCK-M", "64"]) == 0
+    out = capsys.readouterr().out
+    ast.parse(out)
+    assert "@triton.jit" in out
+
+
+def test_source_shape_must_match_the_family(capsys):
+    assert main(["source", "softmax", "--shape", "2x3x4"]) == 2
+    assert "ROWSxCOLS" in capsys.readouterr().err
+    assert main(["source", "attention_fwd", "--shape", "4096x4096"]) == 2
+    assert "BxHxNxD" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import jinja2
 import pytest
 
 from flashtune.gen import ConfigError, load_variant, render_variant, source_path
+from flashtune.gen import loader as loader_mod
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, OPS, SoftmaxProblem,
                                          default_config, fitting_configs, problem_misfit)
@@ -123,9 +124,21 @@ def test_source_written_atomically_and_loaded_once(tmp_path, monkeypatch):
     assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
 
 
-def test_unwritable_cache_dir_is_clear(tmp_path, monkeypatch):
+def test_unwritable_cache_dir_falls_back_with_one_warning(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))
+    fallback = tmp_path / "fallback"
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
+    with pytest.warns(RuntimeWarning, match="FLASHTUNE_CACHE_DIR"):
+        module = load_variant("softmax", dict(GOOD, block=512))
+    assert module.__file__.startswith(str(fallback))
+
+
+def test_unwritable_cache_and_temp_dir_is_clear(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp")
     with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):
-        load_variant("softmax", dict(GOOD, block=512))
+        load_variant("softmax", dict(GOOD, block=256))

@@ -46,6 +46,7 @@ def run(args) -> int:
     interpret = args.interpret or interpreter_mode()
     if args.budget is not None and not args.budget > 0:
         raise ValueError(f"--budget must be > 0 seconds, got {args.budget}")
+    _check_writable(args.out)
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
     from ..bench.runner import BenchOptions, interpret_env, run_bench
@@ -62,3 +63,14 @@ def run(args) -> int:
     run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
                            overhead=not args.no_overhead))
     return 0
+
+
+def _check_writable(out: Path) -> None:
+    """Fail before minutes of measurements, not after, when --out cannot take the files."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".flashtune-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise OSError(f"--out {out} is not a writable folder ({err})") from err

@@ -10,7 +10,6 @@ import argparse
 import sys
 
 from ..gen import OPS, op_spec, render_variant, validate_config
-from ..gen.softmax_space import SoftmaxProblem, default_config, problem_misfit
 
 _DTYPES = ("float16", "bfloat16", "float32")
 
@@ -24,22 +23,22 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _parse_shape(text: str) -> tuple[int, int]:
+def _parse_dims(text: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected ROWSxCOLS like 4096x50257, got {text!r}")
-    rows, cols = (int(p) for p in parts)
-    if rows < 1 or cols < 1:
-        raise argparse.ArgumentTypeError("rows and columns must be >= 1")
-    return rows, cols
+    if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers joined by x (ROWSxCOLS, or BxHxNxD for attention), got {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 def register(sub) -> None:
     p = sub.add_parser("source", help="print the generated Triton source of a variant",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("op", choices=sorted(OPS), help="op whose kernel to show")
-    p.add_argument("--shape", type=_parse_shape, default=(4096, 4096),
-                   help="problem ROWSxCOLS for the default config (default 4096x4096)")
+    p.add_argument("--shape", type=_parse_dims, default=None,
+                   help="problem for the default config: ROWSxCOLS for the softmax ops (default "
+                        "4096x4096), BxHxNxD for attention_fwd (default 2x16x4096x128)")
+    p.add_argument("--causal", action="store_true", help="attention_fwd: a causal problem")
     p.add_argument("--dtype", choices=_DTYPES, default="float16")
     p.add_argument("--path", action="store_true", help="also print where the source file lives")
     p.add_argument("--dispatch", action="store_true",
@@ -58,17 +57,40 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _problem(op: str, args):
+    """The problem --shape/--dtype/--causal describe, and the family's functions for it."""
+    if op_spec(op).family == "attention":
+        from ..gen import attention_space as family
+
+        shape = args.shape or (2, 16, 4096, 128)
+        if len(shape) != 4:
+            raise ValueError(f"--shape for {op} is BxHxNxD, got {'x'.join(map(str, shape))}")
+        if args.dtype == "float32":
+            raise ValueError(f"{op} takes --dtype float16 or bfloat16")
+        b, h, n, d = shape
+        return family.AttentionProblem(b, h, h, n, n, d, args.causal, args.dtype), family
+    from ..gen import softmax_space as family
+
+    shape = args.shape or (4096, 4096)
+    if len(shape) != 2:
+        raise ValueError(f"--shape for {op} is ROWSxCOLS, got {'x'.join(map(str, shape))}")
+    return family.SoftmaxProblem(shape[0], shape[1], args.dtype), family
+
+
 def run(args) -> int:
     spec = op_spec(args.op)
-    problem = SoftmaxProblem(args.shape[0], args.shape[1], args.dtype)
+    problem, family = _problem(args.op, args)
     if args.dispatch:
-        from ..dispatch import choice
+        from ..dispatch import attention_choice, choice
 
-        picked = choice(args.op, args.shape, args.dtype)
+        if spec.family == "attention":
+            picked = attention_choice(problem)
+        else:
+            picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
         print(f"# dispatch: {picked.describe()}", file=sys.stderr)
         config = picked.config.as_dict()
-    elif args.regime is None:
-        config = default_config(spec, problem).as_dict()
+    elif getattr(args, "regime", None) is None or spec.family != "softmax":
+        config = family.default_config(spec, problem).as_dict()
     else:  # another regime: start from the plain defaults, not the shape's heuristic
         config = {param.name: param.default for param in spec.space.params}
     given = {name: getattr(args, name, None) for name in config}
@@ -77,12 +99,11 @@ def run(args) -> int:
     if stray:
         raise ValueError(f"{args.op} has no tunable(s) {stray}; it takes {list(spec.space.names)}")
     validated = validate_config(args.op, config)
-    misfit = problem_misfit(validated, problem)
+    misfit = family.problem_misfit(validated, problem)
     variant = render_variant(args.op, validated)
     sys.stdout.write(variant.source)
     if misfit:
-        print(f"# note: this config cannot run shape {args.shape[0]}x{args.shape[1]}: {misfit}",
-              file=sys.stderr)
+        print(f"# note: this config cannot run that problem: {misfit}", file=sys.stderr)
     if args.path:
         from ..gen import source_path
 

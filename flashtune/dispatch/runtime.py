@@ -27,6 +27,9 @@ def check_dtype(name: str, t: torch.Tensor) -> None:
     """Floating dtypes are accepted (fp64 goes to torch); anything else is a TypeError."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} has layout {t.layout}; flashtune softmax takes strided (dense) "
+                        "tensors (call .to_dense() first)")
     if t.dtype in SUPPORTED_DTYPES or t.dtype in _TORCH_ONLY:
         return
     raise TypeError(
@@ -61,7 +64,7 @@ class Runtime:
             return torch_forward(x, dim, log)
         op = "log_softmax" if log else "softmax"
         plans = self.plans[op]
-        base = (x.shape, x.stride(), x.dtype, x.get_device())
+        base = (x.shape, x.stride(), x.dtype, x.device)
         plan = plans.get(base + (dim,))
         if plan is not None:
             out = plan(x)
@@ -91,7 +94,7 @@ class Runtime:
         if not kernel_ok(y, self.settings.interpreter):
             return torch_backward(y, dy, dim, log)
         plans = self.backward_plans["log_softmax" if log else "softmax"]
-        key = (y.shape, y.stride(), dy.stride(), y.dtype, y.get_device(), dim)
+        key = (y.shape, y.stride(), dy.stride(), y.dtype, y.device, dim)
         plan = plans.get(key)
         if plan is not None:
             return plan(y, dy)
@@ -111,6 +114,8 @@ class Runtime:
         try:
             plan = make_plan(t, dim, op, picked.config)
             return plan, plan(*args)
+        except torch.OutOfMemoryError:
+            raise  # the device is full: not the config's fault, and no config would help
         except Exception as err:
             if picked.how == "default":
                 raise

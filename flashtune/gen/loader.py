@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -31,26 +32,55 @@ def source_path(variant: RenderedVariant) -> Path:
     return paths.kernel_dir() / f"{variant.module_name}.py"
 
 
-def write_source(variant: RenderedVariant) -> Path:
-    """Atomically write the variant's source (skipped when an identical file exists)."""
-    path = source_path(variant)
+def fallback_kernel_dir() -> Path:
+    """Where kernels go when the cache folder cannot be written: a per-user temp folder."""
+    user = getattr(os, "getuid", lambda: "user")()
+    return Path(tempfile.gettempdir()) / f"flashtune-{user}" / "kernels"
+
+
+def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
     try:
         if path.read_text(encoding="utf-8") == variant.source:
             return path
     except (OSError, UnicodeDecodeError):
         pass  # missing or unreadable: (re)write it below, which reports a real problem
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(variant.source)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise OSError(
-            f"flashtune cannot write generated kernels to {path.parent} ({err}); "
-            "set FLASHTUNE_CACHE_DIR to a writable folder"
-        ) from err
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(variant.source)
+    os.replace(tmp, path)
     return path
+
+
+def write_source(variant: RenderedVariant) -> Path:
+    """Atomically write the variant's source (skipped when an identical file exists).
+
+    If the cache folder cannot be written (a read-only home, a path through a file), the
+    source goes to a per-user temp folder instead, with one warning: a user's model keeps
+    running. Only when that fails too is it an error.
+    """
+    path = source_path(variant)
+    try:
+        return _write_atomically(variant, path)
+    except OSError as err:
+        fallback = fallback_kernel_dir() / path.name
+        try:
+            written = _write_atomically(variant, fallback)
+        except OSError as err2:
+            raise OSError(
+                f"flashtune cannot write generated kernels to {path.parent} ({err}) nor to "
+                f"{fallback.parent} ({err2}); set FLASHTUNE_CACHE_DIR to a writable folder"
+            ) from err
+        if path.parent not in _warned_dirs:
+            _warned_dirs.add(path.parent)
+            warnings.warn(
+                f"flashtune cannot write generated kernels to {path.parent} ({err}); using "
+                f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
+                RuntimeWarning, stacklevel=3)
+        return written
+
+
+_warned_dirs: set[Path] = set()
 
 
 def load(variant: RenderedVariant) -> ModuleType:

@@ -32,6 +32,8 @@ class DimError(ValueError, IndexError):
 def check_tensor(name: str, t: Any) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} has layout {t.layout}; flashtune takes strided (dense) tensors")
     if t.dtype not in SUPPORTED_DTYPES:
         expected = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise TypeError(f"{name} has dtype {t.dtype}; flashtune softmax supports {expected}")

@@ -1,0 +1,42 @@
+"""Edge cases of the public ops found in review: forward-mode AD, plan reuse, layouts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+import flashtune
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_forward_mode_ad_keeps_the_tangent(log, device):
+    x = torch.randn(3, 7, device=device)
+    t = torch.randn(3, 7, device=device)
+    op, ref = (flashtune.log_softmax, torch.log_softmax) if log else (flashtune.softmax, torch.softmax)
+    op(x)  # a plan for this layout exists now: the dual call must still not use it
+    with fwAD.dual_level():
+        out = fwAD.unpack_dual(op(fwAD.make_dual(x, t)))
+        expected = fwAD.unpack_dual(ref(fwAD.make_dual(x, t), -1))
+    assert out.tangent is not None
+    torch.testing.assert_close(out.tangent, expected.tangent, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.primal, expected.primal, rtol=1e-4, atol=1e-5)
+
+
+def test_float_dim_rejected_even_after_a_plan_exists(device):
+    x = torch.randn(3, 7, device=device)
+    flashtune.softmax(x, 1)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        flashtune.softmax(x, 1.0)
+
+
+def test_meta_tensor_never_takes_a_cpu_plan():
+    x = torch.randn(3, 7)
+    flashtune.softmax(x)
+    out = flashtune.softmax(torch.empty(3, 7, device="meta"))
+    assert out.device.type == "meta" and out.shape == (3, 7)
+
+
+def test_sparse_input_is_a_clear_type_error():
+    with pytest.raises(TypeError, match="layout"):
+        flashtune.softmax(torch.randn(3, 7).to_sparse())
