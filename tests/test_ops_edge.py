@@ -40,3 +40,12 @@ def test_meta_tensor_never_takes_a_cpu_plan():
 def test_sparse_input_is_a_clear_type_error():
     with pytest.raises(TypeError, match="layout"):
         flashtune.softmax(torch.randn(3, 7).to_sparse())
+
+
+@pytest.mark.parametrize("shape,dtype", [((4.5, 5), "float16"), ((4,), "float16"),
+                                         ((-1, 5), "float16"), ((4, 5), "int8")])
+def test_dispatch_choice_checks_its_arguments(shape, dtype):
+    from flashtune.dispatch import choice
+
+    with pytest.raises(ValueError, match="shape|dtype"):
+        choice("softmax", shape, dtype)

@@ -26,6 +26,11 @@ def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:
 
     if op not in OPS:
         raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+            or not all(type(n) is int and n >= 1 for n in shape)):
+        raise ValueError(f"shape must be (rows, cols) of positive ints, got {shape!r}")
+    if dtype not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"dtype must be 'float16', 'bfloat16' or 'float32', got {dtype!r}")
     if device is None:
         device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
             else torch.device("cpu")
