@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .options import add_db_option
+
 DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
 
 
@@ -31,9 +33,7 @@ def register(sub) -> None:
     p.add_argument("--interpret", action="store_true",
                    help="CPU smoke run under Triton's interpreter (tiny shapes)")
     p.add_argument("--ops", default="softmax,attention", help="comma list (default: both)")
-    p.add_argument("--db", default=None, help="winner database URL or SQLite file (default: "
-                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite); used by the dispatcher "
-                   "and for the tuning history")
+    add_db_option(p, "; used by the dispatcher and for the tuning history")
     p.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurement")
     p.set_defaults(run=run)
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 
+from .options import add_db_option
+
 
 def register(sub) -> None:
     p = sub.add_parser("clear", help="delete tuned winners (this GPU, or all with --all-devices)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--all-devices", action="store_true", help="delete the winners of every device")
     p.add_argument("--yes", action="store_true", help="really delete (no prompt)")
-    p.add_argument("--db", default=None, help="database URL or SQLite file (default: "
-                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite)")
+    add_db_option(p)
     p.set_defaults(run=run)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .options import add_db_option
+
 
 def register(sub) -> None:
     p = sub.add_parser("import", help="store winners from a JSON file made by `flashtune export`",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="JSON file written by `flashtune export`")
-    p.add_argument("--db", default=None, metavar="URL",
-                   help="database URL (default: $FLASHTUNE_DB, else the SQLite file in the cache folder)")
+    add_db_option(p)
     p.set_defaults(run=run)
 
 

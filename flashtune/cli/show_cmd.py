@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from ..gen.registry import OPS
+from .options import add_db_option
 
 
 def register(sub) -> None:
@@ -20,8 +21,7 @@ def register(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--all-devices", action="store_true", help="winners of every device")
     p.add_argument("--op", choices=sorted(OPS), default=None, help="only this op")
-    p.add_argument("--db", default=None, help="database URL or SQLite file (default: "
-                   "$FLASHTUNE_DB, else the cache folder's tuned.sqlite)")
+    add_db_option(p)
     p.set_defaults(run=run)
 
 

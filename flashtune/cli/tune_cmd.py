@@ -31,6 +31,8 @@ import argparse
 import os
 import sys
 
+from .options import add_db_option
+
 
 def _positive_int(text: str) -> int:
     value = int(text)
@@ -92,8 +94,7 @@ def register(sub) -> None:
     run_.add_argument("--journal", default=None, metavar="PATH|URL",
                       help="Optuna storage: a journal file (resumable; shareable by processes) "
                            "or an RDB URL; default in memory")
-    run_.add_argument("--db", default=None, metavar="URL",
-                      help="winner cache (SQLAlchemy URL); default $FLASHTUNE_DB or the cache folder")
+    add_db_option(run_)
     run_.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run)
 
