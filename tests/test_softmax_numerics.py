@@ -77,4 +77,7 @@ def test_chunk_order_does_not_matter(op, device):
             continue
         out = softmax_forward(x.to(device), -1, log=OPS[op].log, config=config).cpu()
         out_perm = softmax_forward(x[:, cols].to(device), -1, log=OPS[op].log, config=config).cpu()
-        torch.testing.assert_close(out_perm, out[:, cols], rtol=1e-5, atol=1e-6)
+        # A different merge order changes fp32 rounding only: a few ulps of the largest value
+        # in the row's arithmetic (for log_softmax, x - m - log d reaches |x - m| ~ 40 here).
+        atol = 16 * torch.finfo(torch.float32).eps * max(1.0, out.abs().max().item())
+        torch.testing.assert_close(out_perm, out[:, cols], rtol=1e-5, atol=atol)
