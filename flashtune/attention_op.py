@@ -2,7 +2,9 @@
 
 The op ``flashtune::attention_fwd`` has a fake (meta) implementation, so torch.compile can trace
 through it, and an autograd formula that raises NotImplementedError: a backward through it
-fails loudly instead of producing a wrong (or silently missing) gradient.
+fails loudly instead of producing a wrong (or silently missing) gradient. Forward-mode AD
+(``torch.autograd.forward_ad``, ``torch.func.jvp``) would silently drop or zero the tangent
+(custom ops have no forward-AD formula), so dual inputs raise NotImplementedError too.
 
 Which kernel variant runs is decided by a chooser hook: by default the dispatcher's
 (``flashtune.dispatch.attention.choose``: the tuned winner of this device, exact bucket, else
@@ -18,6 +20,7 @@ import threading
 from typing import Optional
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import attention as _dispatch
 from .gen import attention_ops
@@ -40,6 +43,9 @@ def set_config_chooser(chooser: Optional[attention_ops.ConfigChooser]) -> None:
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
                   return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse); lse is an empty tensor when return_lse is False."""
+    # Below the autograd key a forward_ad dual tensor still carries its tangent: refuse it
+    # here too, for callers of torch.ops.flashtune.attention_fwd.
+    _refuse_forward_ad(q, k, v)
     chooser = _chooser
     if chooser is _dispatch.choose:
         result = _dispatch.forward(q, k, v, causal, scale, return_lse)
@@ -71,18 +77,45 @@ def _backward(ctx, grad_out, grad_lse):
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _refuse_forward_ad(*tensors: torch.Tensor) -> None:
+    if _forward_ad._current_level >= 0 and any(
+            _forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise NotImplementedError(
+            "flashtune.attention has no forward-mode AD formula (its tangent would be lost); "
+            "use torch.nn.functional.scaled_dot_product_attention under forward_ad / torch.func.jvp"
+        )
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None, return_lse: bool = False):
     """Flash-attention forward: softmax(scale * q k^T [causal]) v.
 
-    q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D) with H a multiple of Hkv; float16 or bfloat16;
-    any strides ((B, N, H, D) tensors viewed with ``transpose(1, 2)`` work without a copy).
-    ``scale`` defaults to 1/sqrt(D). ``causal`` is bottom-right aligned when Nq != Nk (key c
-    is masked for query r when c > r + Nk - Nq); a query row that sees no key gets output 0.
-    Returns out (q's dtype and shape), or (out, lse) with lse (B, H, Nq) float32 in
-    natural-log units (-inf for rows that see no key).
+    q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D) with H a multiple of Hkv (grouped-query / multi-
+    query attention: query head h uses k/v head h // (H // Hkv)); 4-D only, no implicit batch.
+    float16 or bfloat16, one dtype and one device for all three (anything else: TypeError,
+    no silent cast). D a multiple of 8 in [8, 256] (else ValueError). Any strides, including
+    (B, N, H, D) tensors viewed with ``transpose(1, 2)``, stride-0 ``expand`` views and slices.
+    ``scale`` (a real number, finite in float32) defaults to 1/sqrt(D); scores are computed
+    in float32. NaN/inf inputs propagate as in torch SDPA's math path to every query that
+    sees the key (a key scoring -inf just drops out). One difference: torch also spreads a
+    NaN in v to queries for which that key is causally masked (0 * NaN); here at most the
+    queries of the same tile get it.
+
+    ``causal`` is bottom-right aligned when Nq != Nk (key c is masked for query r when
+    c > r + Nk - Nq, as ``torch.nn.attention.bias.causal_lower_right``). This differs from
+    SDPA's ``is_causal=True``, which is top-left aligned; both agree when Nq == Nk. A query
+    row that sees no key (causal with Nq > Nk) gets output 0 and lse -inf. Nk == 0 gives
+    zeros; B, H or Nq == 0 gives an empty output.
+
+    Returns out (q's dtype and shape; q's memory layout when q is dense), or (out, lse) with
+    lse (B, H, Nq) float32 in natural-log units.
+
+    Forward only: a backward through the result, or forward-mode AD (dual inputs), raises
+    NotImplementedError rather than give a wrong or missing gradient. torch.compile
+    (fullgraph=True) traces it as the custom op ``torch.ops.flashtune.attention_fwd``.
     """
     attention_ops.check_inputs(q, k, v)
+    _refuse_forward_ad(q, k, v)
     scale = attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
     out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale, return_lse)
     return (out, lse) if return_lse else out

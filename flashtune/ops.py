@@ -8,8 +8,9 @@ What runs where:
   kernels run in Triton's interpreter (how CI exercises the dispatcher).
 - float64 (any device): computed by torch; our kernels keep fp32 statistics, which would
   silently lose the precision a float64 user asked for.
-- Integer, bool and complex dtypes: TypeError naming the dtype (torch.softmax would accept
-  integers only with an explicit ``dtype=``; we do not guess one).
+- Integer, bool and complex dtypes: TypeError naming the dtype, unless ``dtype=`` names a
+  floating dtype: as in torch.softmax, the input is then cast to ``dtype`` before the op (and
+  the result has that dtype).
 - FLASHTUNE_DISABLE=1: the plain torch ops, nothing else.
 
 The first call with a new (shape, strides, dtype, device, dim) picks a config and binds the
@@ -17,8 +18,11 @@ variant's launch function into a plan; later calls look the plan up in a dict an
 CUDA the plan's kernels skip Triton's per-call argument dispatch once compiled
 (flashtune.dispatch.fast_launch; FLASHTUNE_FAST_LAUNCH=0 turns that off).
 Inference calls bypass the torch.library op (see flashtune.dispatch.library for why); calls
-that need autograd, torch.compile tracing, tensor subclasses or dispatch modes go through
-``torch.ops.flashtune.softmax`` / ``log_softmax``. vmap is not supported.
+that need autograd, torch.compile or torch.jit.trace tracing, tensor subclasses or dispatch
+modes go through ``torch.ops.flashtune.softmax`` / ``log_softmax``.
+Under torch.func transforms (vmap, grad, jacrev, functionalize, ...; jvp and jacfwd are forward
+AD, below) the call is torch's own op: functorch's wrapped tensors have no storage a kernel can
+read, and torch's op has every transform rule.
 """
 
 from __future__ import annotations
@@ -34,47 +38,78 @@ from .gen.softmax_ops import normalize_dim as _normalize_dim
 __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
+_dtype = torch.dtype
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+# True inside torch.func.vmap / grad / jacrev / functionalize (about 60 ns per call).
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+# Not None while torch.jit.trace records: a direct kernel launch would be missing from the trace
+# (its output frozen as a constant), so _call sends such calls through the registered op. The
+# hot path needs no check: while tracing, x.shape holds traced 0-d tensors (hashed by identity),
+# so no plan key ever matches.
+_jit_tracing = torch._C._get_tracing_state
 _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.reset()
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 
 
-def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax of ``x`` along ``dim`` (like torch.softmax) with the tuned kernel."""
+def softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Softmax of ``x`` along ``dim`` (like torch.softmax) with the tuned kernel.
+
+    ``dtype``: as in torch.softmax, ``x`` is cast to it before the op (a floating dtype)."""
     # Hot path: every check below is a plain attribute read; a plan exists only for inputs
     # that already passed the full checks of _call with this exact layout.
-    if (not _is_compiling() and type(x) is _Tensor and not (x.requires_grad and _grad_enabled())
-            and not _dispatch_modes() and _forward_ad._current_level < 0 and type(dim) is int):
+    if (dtype is None and not _is_compiling() and type(x) is _Tensor
+            and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
+            and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         plan = _SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
         if plan is not None:
             return plan(x)
-    return _call(x, dim, False)
+    return _call(x, dim, False, dtype)
 
 
-def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Log-softmax of ``x`` along ``dim`` (like torch.log_softmax) with the tuned kernel."""
-    if (not _is_compiling() and type(x) is _Tensor and not (x.requires_grad and _grad_enabled())
-            and not _dispatch_modes() and _forward_ad._current_level < 0 and type(dim) is int):
+def log_softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Log-softmax of ``x`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
+
+    ``dtype``: as in torch.log_softmax, ``x`` is cast to it before the op (a floating dtype)."""
+    if (dtype is None and not _is_compiling() and type(x) is _Tensor
+            and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
+            and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         plan = _LOG_SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
         if plan is not None:
             return plan(x)
-    return _call(x, dim, True)
+    return _call(x, dim, True, dtype)
 
 
-def _call(x, dim, log: bool) -> torch.Tensor:
+def _cast(x, dtype):
+    """torch.softmax's ``dtype=``: cast the input first (autograd sees the cast)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not isinstance(dtype, _dtype):
+        raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype={dtype} is not a floating dtype; flashtune softmax computes in "
+                        "float16, bfloat16, float32 (float64 by torch)")
+    return x.to(dtype)
+
+
+def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
+    if dtype is not None:
+        x = _cast(x, dtype)
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
-    if _forward_ad._current_level >= 0:
-        # Forward-mode AD is on: our ops have no forward-AD formula, and a dual tensor looks
-        # like a plain one to the kernel (its tangent would be dropped). torch computes both.
+    if _forward_ad._current_level >= 0 or (not _is_compiling() and _functorch_active()):
+        # Forward-mode AD is on (torch.func.jvp too): our ops have no forward-AD formula, and a
+        # dual tensor looks like a plain one to the kernel (its tangent would be dropped).
+        # Other torch.func transforms wrap tensors in storage-less wrappers our kernels cannot
+        # read and that the custom op's autograd does not support. torch computes both.
         _check_dtype("x", x)
         return (torch.log_softmax if log else torch.softmax)(x, _normalize_dim(dim, x.dim()))
     _check_dtype("x", x)
     d = _normalize_dim(dim, x.dim())
     if (_is_compiling() or type(x) is not _Tensor or (x.requires_grad and _grad_enabled())
-            or _dispatch_modes()):
+            or _dispatch_modes() or _jit_tracing() is not None):
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
         return op(x, d)
-    return _R.forward(x, d, log, alias_dim=dim)
+    # The plan is stored under the caller's spelling of dim too (e.g. -1), for the hot path.
+    return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)

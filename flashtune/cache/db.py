@@ -10,7 +10,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import Table, and_, delete, or_, select, type_coerce
+from sqlalchemy import Table, and_, delete, func, inspect, or_, select, type_coerce
 from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
@@ -32,25 +32,38 @@ MAX_ERROR_CHARS = 4000  # a compiler traceback is kept, a runaway one is cut
 class TuneDB:
     """Winners and trials in one database (default: an SQLite file in the cache folder)."""
 
-    def __init__(self, url: Any = None, *, timeout: float = 30.0):
+    def __init__(self, url: Any = None, *, timeout: float = 30.0, read_only: bool = False):
+        """``read_only``: for commands that only look (show, export): creates nothing, never
+        changes an SQLite file, waits for no writer's lock, and reads read-only storage."""
         if type(timeout) not in (int, float) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._url = resolve_url(url)
         self._where = display(self._url)
         self._timeout = float(timeout)
+        self._read_only = bool(read_only)
+        self._no_trials = False
         path = sqlite_file(self._url)
-        if path is not None:
+        if path is not None and read_only and not path.is_file():
+            raise CacheError(f"no winner database at {path}"
+                             + (" (a folder)" if path.is_dir() else "") + " (run `flashtune tune` first)")
+        if path is not None and not read_only:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 raise CacheError(f"cannot create the folder of the winner database {path}: "
                                  f"{err.strerror or err}. Set FLASHTUNE_DB or FLASHTUNE_CACHE_DIR "
                                  "to a writable place.") from None
-        self._engine = make_engine(self._url, self._timeout)
+        self._engine = make_engine(self._url, self._timeout, read_only=self._read_only)
         try:
-            with self._guard("opening"), writing(self._engine) as conn:
-                lock_schema(conn)
-                others = prepare(conn, create=True)
+            if read_only:
+                with self._guard("opening"), reading(self._engine) as conn:
+                    others = prepare(conn, create=False)
+                    # a reader needs only the winners table; trials may be absent (none then)
+                    self._no_trials = TRIALS.name not in inspect(conn).get_table_names()
+            else:
+                with self._guard("opening"), writing(self._engine) as conn:
+                    lock_schema(conn)
+                    others = prepare(conn, create=True)
         except SchemaProblem as err:
             self._engine.dispose()
             raise CacheError(f"{self._where}: {err}. Set FLASHTUNE_DB to another database.") from None
@@ -84,6 +97,7 @@ class TuneDB:
                      p80_ms: float | None = None, error: str | None = None) -> None:
         """Store one measurement (error=None: status "ok" and median_ms required; else "failed").
         A config measured again replaces its earlier measurement."""
+        self._check_writable()
         values = _key_values(device, family_hash, key)
         values["config"] = config_json(key.op, config)
         if error is None:
@@ -119,6 +133,7 @@ class TuneDB:
         """
         from .. import __version__
 
+        self._check_writable()
         values = _key_values(device, family_hash, key)
         median, p20, p80 = check_timing(median_ms, p20_ms, p80_ms)
         values.update(config=config_json(key.op, config), median_ms=median, p20_ms=p20,
@@ -142,6 +157,7 @@ class TuneDB:
 
     def clear(self, device: DeviceInfo | None = None) -> int:
         """Delete winners and trials (of one device, or all); return the winners deleted."""
+        self._check_writable()
         with self._guard("clearing"), writing(self._engine) as conn:
             conn.execute(delete(TRIALS).where(*device_filter(TRIALS, device)))
             return conn.execute(delete(WINNERS).where(*device_filter(WINNERS, device))).rowcount
@@ -158,6 +174,8 @@ class TuneDB:
         return self._read(WINNERS, device_filter(WINNERS, device), winner_from_row, "winner")
 
     def trials(self, device: DeviceInfo, family_hash: str, key: ProblemKey) -> list[Trial]:
+        if self._no_trials:
+            return []
         return self._read(TRIALS, _match(TRIALS, _key_values(device, family_hash, key)),
                           trial_from_row, "trial")
 
@@ -171,6 +189,12 @@ class TuneDB:
             warnings.warn(message, CacheWarning, stacklevel=3)
         return good
 
+    def count_winners(self, device: DeviceInfo | None = None) -> int:
+        """How many winner rows there are (of one device), valid or not: what clear() deletes."""
+        where = device_filter(WINNERS, device)
+        with self._guard("counting winners"), reading(self._engine) as conn:
+            return conn.execute(select(func.count()).select_from(WINNERS).where(*where)).scalar_one()
+
     # -- JSON transfer -----------------------------------------------------------------------
 
     def export_json(self, path: Any, device: DeviceInfo | None = None) -> int:
@@ -183,9 +207,14 @@ class TuneDB:
         rows were stored. A bad row rejects the whole file (ValueError naming the row)."""
         from .transfer import load_winners
 
+        self._check_writable()
         rows = load_winners(path)
         with self._guard("importing"), writing(self._engine) as conn:
             return sum(self._upsert_winner(conn, values) for values in rows)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise CacheError(f"{self._where} was opened read-only (TuneDB(read_only=True))")
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:

@@ -5,19 +5,21 @@ turning driver errors into messages a user can act on.
 from __future__ import annotations
 
 import os
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from .errors import CacheError
 
 DB_ENV = "FLASHTUNE_DB"
 DB_FILE = "tuned.sqlite"
 SUPPORTED = ("sqlite", "postgresql")
+MAX_CONNECT_S = 10  # a PostgreSQL server silent for this long is down: say so, do not hang
 _WRITE = "flashtune_write"  # execution option: this transaction will write
 # Key of the PostgreSQL advisory lock that serializes table creation between processes.
 _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
@@ -45,6 +47,14 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     if parsed.get_backend_name() not in SUPPORTED:
         raise ValueError(f"url: backend {parsed.get_backend_name()!r} is not supported; "
                          f"flashtune stores winners in {' or '.join(SUPPORTED)}")
+    try:  # the dialect class only: its driver module is imported when the engine is made
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ValueError(f"url: unknown driver {parsed.drivername!r}; use e.g. sqlite:///PATH "
+                         "or postgresql+psycopg2://USER@HOST/DB") from None
+    if getattr(dialect, "is_async", False):
+        raise ValueError(f"url: driver {parsed.drivername!r} is asynchronous; flashtune needs a "
+                         "synchronous one (sqlite://, postgresql+psycopg2:// or postgresql+psycopg://)")
     return parsed
 
 
@@ -59,23 +69,59 @@ def sqlite_file(url: URL) -> Path | None:
     return Path(url.database)
 
 
-def make_engine(url: URL, timeout: float) -> Engine:
-    """An engine whose connections wait up to ``timeout`` seconds for locks / the server."""
-    backend = url.get_backend_name()
-    if backend == "sqlite":
-        # sqlite3's timeout is SQLite's busy timeout: a writer waits for another one.
+def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
+    """An engine whose connections wait up to ``timeout`` seconds for locks / the server.
+
+    ``read_only``: an SQLite file is opened so that nothing is ever written to it (not even
+    the journal mode), which also lets a database on read-only storage be read.
+    """
+    try:
+        if url.get_backend_name() == "sqlite":
+            return _sqlite_engine(url, timeout, read_only)
+        connect_args: dict[str, Any] = {}
+        if url.get_driver_name() in ("psycopg2", "psycopg"):
+            # libpq's default is to wait forever for a silent server
+            connect_args["connect_timeout"] = max(1, min(int(timeout), MAX_CONNECT_S))
+        return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    except ImportError as err:
+        module = getattr(err, "name", None) or str(err)
+        raise CacheError(f"{display(url)}: its database driver is not installed (no module "
+                         f"{module!r}); install it (PostgreSQL: pip install psycopg2-binary and "
+                         "use postgresql+psycopg2://...)") from None
+
+
+def _sqlite_engine(url: URL, timeout: float, read_only: bool) -> Engine:
+    path = sqlite_file(url)
+    if read_only and path is not None and url.get_driver_name() == "pysqlite":
+        engine = create_engine("sqlite://", creator=lambda: _connect_read_only(path, timeout))
+        event.listen(engine, "connect", _sqlite_on_connect_read_only)
+    else:
         engine = create_engine(url, connect_args={"timeout": timeout})
         event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    connect_args: dict[str, Any] = {}
-    if url.get_driver_name() in ("psycopg2", "psycopg"):
-        connect_args["connect_timeout"] = max(1, int(timeout))
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """A connection that can never change the file (SQLite's mode=ro)."""
+    uri = path.absolute().as_uri() + "?mode=ro"  # percent-encoded: any file name is safe
+    # sqlite3's timeout is SQLite's busy timeout: wait that long for a writer's lock.
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
     try:
-        return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
-    except ModuleNotFoundError as err:
-        raise CacheError(f"{display(url)}: the database driver is not installed ({err}); for "
-                         "PostgreSQL: pip install psycopg2-binary") from None
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        return conn
+    except sqlite3.OperationalError as err:
+        conn.close()
+        if "unable to open" not in str(err) or os.access(path.parent, os.W_OK):
+            raise
+    # Read-only storage: a WAL database cannot get its -shm file there, and no process can
+    # change the file either, so SQLite may read it as immutable (no locks, no -shm).
+    return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout,
+                           check_same_thread=False)
+
+
+def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (_sqlite_on_begin)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

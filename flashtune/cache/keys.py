@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+MAX_INT32 = 2**31 - 1  # integer columns hold 32 bits (PostgreSQL INTEGER); SQLite overflows at 64
 # Bucket values are what the problem_bucket() functions return: ints, strings and flags.
 _BUCKET_TYPES = (bool, int, str)
 
@@ -33,8 +34,9 @@ class DeviceInfo:
         _check_str("DeviceInfo.name", self.name)
         _check_str("DeviceInfo.capability", self.capability)
         _check_str("DeviceInfo.triton_version", self.triton_version)
-        if type(self.sm_count) is not int or self.sm_count < 1:
-            raise TypeError(f"DeviceInfo.sm_count must be an int >= 1, got {self.sm_count!r}")
+        if type(self.sm_count) is not int or not 1 <= self.sm_count <= MAX_INT32:
+            raise TypeError(f"DeviceInfo.sm_count must be an int in [1, {MAX_INT32}], "
+                            f"got {self.sm_count!r}")
 
     @classmethod
     def current(cls, device: Any = None) -> "DeviceInfo":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from .keys import DeviceInfo, ProblemKey, canonical_json
+from .keys import MAX_INT32, DeviceInfo, ProblemKey, canonical_json
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ def check_timing(median_ms: Any, p20_ms: Any, p80_ms: Any) -> tuple[float, float
 def check_trials(value: Any) -> int:
     if type(value) is not int:
         raise TypeError(f"trials must be an int, got {type(value).__name__} ({value!r})")
-    if value < 1:
-        raise ValueError(f"trials must be >= 1, got {value}")
+    if not 1 <= value <= MAX_INT32:  # the column is a 32-bit INTEGER in PostgreSQL
+        raise ValueError(f"trials must be in [1, {MAX_INT32}], got {value}")
     return value
 
 
@@ -115,17 +115,26 @@ def _device_of(row: Any) -> DeviceInfo:
     return DeviceInfo(row.device_name, row.capability, row.sm_count, row.triton_version)
 
 
+def stored_json(what: str, text: Any) -> Any:
+    """Parse stored JSON text; anything wrong (even nesting deep enough to exhaust Python's
+    recursion limit) is a ValueError, which spoils one row, not the whole read."""
+    if type(text) is not str:
+        raise TypeError(f"{what} must be JSON text, got {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what} JSON is nested too deeply") from None
+
+
 def _key_of(row: Any) -> ProblemKey:
-    bucket = json.loads(row.bucket)
+    bucket = stored_json("bucket", row.bucket)
     if not isinstance(bucket, dict):
         raise TypeError(f"bucket must be a JSON object, got {row.bucket!r}")
     return ProblemKey.make(row.op, row.dtype, bucket)
 
 
 def _stored_config(row: Any) -> dict[str, Any]:
-    if type(row.config) is not str:
-        raise TypeError(f"config must be JSON text, got {type(row.config).__name__}")
-    return validated_config(row.op, json.loads(row.config))
+    return validated_config(row.op, stored_json("config", row.config))
 
 
 def winner_from_row(row: Any) -> Winner:

@@ -43,10 +43,12 @@ def _read(device: DeviceInfo, url: Any) -> list[Winner]:
     path = sqlite_file(resolved)
     if path is not None and not path.is_file():
         # Connecting would create an empty file (and folders): a reader must not.
-        warn_once(where, "missing", f"no flashtune winner database at {path} (run `flashtune "
+        what = "is a folder, not a winner database file" if path.is_dir() else "does not exist"
+        warn_once(where, "missing", f"flashtune winner database {path} {what} (run `flashtune "
                                     f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
         return []
-    engine = make_engine(resolved, RUNTIME_TIMEOUT_S)
+    # Read-only: never changes the file (not even its journal mode), and works on read-only storage.
+    engine = make_engine(resolved, RUNTIME_TIMEOUT_S, read_only=True)
     try:
         table = WinnerRow.__table__
         with reading(engine) as conn:

@@ -22,6 +22,9 @@ _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "medi
                "p80_ms", "trials", "flashtune_version", "tuned_at"}
 _DEVICE_FIELDS = {"name", "capability", "sm_count", "triton_version"}
 _MAX_REPORTED = 20
+# An export holds one row (~700 bytes) per tuned problem: thousands of rows, a few MiB. A file
+# far larger is not one, and validating it row by row would take minutes.
+MAX_IMPORT_BYTES = 32 * 2**20
 
 
 def winner_to_json(w: Winner) -> dict[str, Any]:
@@ -40,11 +43,18 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     rows = [winner_to_json(w) for w in winners]
     document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent or ".")
+    if target.is_dir():
+        raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp",
+                                   dir=target.parent or ".")
+    except OSError as err:
+        raise OSError(f"{path}: cannot write there ({err.strerror or err})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a shared file is meant
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -52,13 +62,30 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     return len(rows)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def load_winners(path: Any) -> list[dict[str, Any]]:
     """The file's rows as database values, every one validated (ValueError otherwise)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as err:
+        raise OSError(f"{path}: cannot read ({err.strerror or err})") from None
+    if size > MAX_IMPORT_BYTES:
+        raise ValueError(f"{path}: {size} bytes is too large for a winners export (at most "
+                         f"{MAX_IMPORT_BYTES // 2**20} MiB)")
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not a JSON file ({err})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a winners export (JSON nested too deeply)") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{path}: not a flashtune winners export (expected \"format\": \"{FORMAT}\")")
     if document.get("schema_version") != SCHEMA_VERSION:

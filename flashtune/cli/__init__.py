@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 # subcommand name -> module; each is imported to build the parser (optuna and the database
 # layer are imported only inside the run functions that need them).
@@ -39,11 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Warnings (e.g. skipped database rows) as one line each, without Python's source echo.
+    previous = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *_a, **_k: (
+        f"flashtune {args.command}: warning: {message}\n")
     try:
         return int(args.run(args) or 0)
     except (ValueError, TypeError, OSError) as err:
         print(f"flashtune {args.command}: error: {err}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = previous
 
 
 if __name__ == "__main__":  # pragma: no cover

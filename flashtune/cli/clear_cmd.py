@@ -31,12 +31,13 @@ def run(args) -> int:
         return 0
     device = None if args.all_devices else current_device_info()
     scope = "all devices" if device is None else device.name
+    if not args.yes:
+        with TuneDB(args.db, read_only=True) as db:
+            count = db.count_winners(device)  # every row --yes deletes, valid or not
+        print(f"would delete {count} winner(s) and their trials for {scope} from {where}; "
+              "run again with --yes to delete")
+        return 1
     with TuneDB(args.db) as db:
-        if not args.yes:
-            count = len(db.winners(device))
-            print(f"would delete {count} winner(s) and their trials for {scope} from {where}; "
-                  "run again with --yes to delete")
-            return 1
         deleted = db.clear(device)
     print(f"deleted {deleted} winner(s) and their trials for {scope} from {where}")
     return 0

@@ -26,7 +26,9 @@ def run(args) -> int:
     from ..cache import DeviceInfo, TuneDB
 
     device = DeviceInfo.current() if args.current_device else None
-    with TuneDB(args.db) as db:
+    # read-only: exporting never creates a database (a missing one is an error) nor waits
+    # for a tuner's write lock
+    with TuneDB(args.db, read_only=True) as db:
         count = db.export_json(args.file, device=device)
     print(f"exported {count} winner(s) to {args.file}", file=sys.stderr)
     return 0

@@ -68,7 +68,7 @@ def run(args) -> int:
         print(f"no winner database at {missing} (run `flashtune tune` first)")
         return 0
     device = None if args.all_devices else current_device_info()
-    with TuneDB(args.db) as db:
+    with TuneDB(args.db, read_only=True) as db:
         winners = [w for w in db.winners(device) if args.op is None or w.key.op == args.op]
         scope = "all devices" if device is None else f"{device.name} (sm {device.capability}, " \
                                                        f"{device.sm_count} SMs, triton {device.triton_version})"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from .options import add_db_option
 
@@ -140,10 +141,22 @@ def _options(args, interpret: bool):
                           family_tune={"attention": attention})
 
 
+def _check_journal(journal: str | None) -> None:
+    """Say a bad --journal path before minutes of work, not when the first study opens."""
+    if journal is None or "://" in journal:
+        return
+    folder = Path(journal).expanduser().parent
+    if not folder.is_dir():
+        raise ValueError(f"--journal: folder {folder} does not exist")
+    if Path(journal).expanduser().is_dir():
+        raise ValueError(f"--journal: {journal} is a folder; give a journal file path")
+
+
 def run(args) -> int:
     from ..tuner import problems as P
 
     interpret = bool(args.interpret)
+    _check_journal(args.journal)
     if interpret:
         # Before any kernel is loaded: Triton picks the interpreter when @triton.jit runs, and
         # the worker processes inherit the environment.

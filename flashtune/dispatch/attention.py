@@ -57,9 +57,14 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool):
     """attention_forward with the dispatcher's config; a failing tuned config -> the default."""
     try:
         return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)
+    except torch.OutOfMemoryError:
+        raise  # the device is full: not the config's fault, and no config would help
     except Exception as err:
-        attention_ops.check_inputs(q, k, v)  # a bad input is the caller's error: raise that
+        # A bad input (or one no variant can run) is the caller's error: raise that, and keep
+        # the tuned config, which is not to blame.
+        attention_ops.check_inputs(q, k, v)
         attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
+        attention_ops.check_launchable(q, k, v)
         if RUNTIME.disabled:
             raise
         problem = attention_ops.problem_of(q, k, causal)

@@ -113,3 +113,46 @@ def _log_softmax_backward_grad(ctx, g):
 
 softmax_backward.register_autograd(_softmax_backward_grad, setup_context=_save_inputs)
 log_softmax_backward.register_autograd(_log_softmax_backward_grad, setup_context=_save_inputs)
+
+
+# -- vmap -------------------------------------------------------------------------------------
+# Without a batching rule torch runs the op once per batch element (with a warning). The batch
+# dim is just another row dimension to our kernels: move it first and shift ``dim`` past it.
+def _batched_first(t, bdim, size: int):
+    if bdim is None:
+        return t.unsqueeze(0).expand(size, *t.shape)
+    return t.movedim(bdim, 0)
+
+
+def _physical_dim(dim: int, logical_ndim: int) -> int:
+    return normalize_dim(dim, logical_ndim) + 1
+
+
+def _fwd_vmap(op):
+    def rule(info, in_dims, x, dim):
+        if in_dims[0] is None:
+            return op(x, dim), None
+        x = x.movedim(in_dims[0], 0)
+        if x.dim() == 1:  # a 0-d logical tensor: one row of one element per batch entry
+            return op(x.unsqueeze(1), 1).squeeze(1), 0
+        return op(x, _physical_dim(dim, x.dim() - 1)), 0
+    return rule
+
+
+def _bwd_vmap(op):
+    def rule(info, in_dims, y, dy, dim):
+        if in_dims[0] is None and in_dims[1] is None:
+            return op(y, dy, dim), None
+        y = _batched_first(y, in_dims[0], info.batch_size)
+        dy = _batched_first(dy, in_dims[1], info.batch_size)
+        if y.dim() == 1:
+            return op(y.unsqueeze(1), dy.unsqueeze(1), 1).squeeze(1), 0
+        return op(y, dy, _physical_dim(dim, y.dim() - 1)), 0
+    return rule
+
+
+if hasattr(softmax, "register_vmap"):  # torch >= 2.4
+    softmax.register_vmap(_fwd_vmap(softmax))
+    log_softmax.register_vmap(_fwd_vmap(log_softmax))
+    softmax_backward.register_vmap(_bwd_vmap(softmax_backward))
+    log_softmax_backward.register_vmap(_bwd_vmap(log_softmax_backward))

@@ -14,6 +14,7 @@ which is also what the fake (meta) implementation of the registered ops returns.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -91,9 +92,16 @@ def forward_plan(x: torch.Tensor, dim: int, op: str, config, fast: bool = True) 
     ``fast=False``: launch through Triton's normal path (benchmarks compare the two)."""
     launch = _launcher(op, config, x, fast)
     if dim == x.dim() - 1 and x.is_contiguous():
+        # empty_like copies the strides of size-1 dims, which is_contiguous ignores (e.g. a
+        # (4, 1, 8) view with strides (8, 99, 1)); the result must have output_like's strides.
+        # Plans are per stride, so that is decided once here (empty_like is the cheaper call).
+        if torch.empty_like(x).stride() == output_like(x, dim).stride():
+            empty = torch.empty_like
+        else:
+            empty = functools.partial(torch.empty_like, memory_format=torch.contiguous_format)
         if x.dim() == 2:
             def plan(x):
-                y = torch.empty_like(x)
+                y = empty(x)
                 launch(x, y)
                 return y
         else:
@@ -101,7 +109,7 @@ def forward_plan(x: torch.Tensor, dim: int, op: str, config, fast: bool = True) 
             rows, cols = problem.n_rows, problem.n_cols
 
             def plan(x):
-                y = torch.empty_like(x)
+                y = empty(x)
                 launch(x.view(rows, cols), y.view(rows, cols))
                 return y
     else:

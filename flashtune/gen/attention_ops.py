@@ -8,6 +8,8 @@ Input rules (each broken rule raises a TypeError or ValueError naming the argume
   both run without a copy. The output has q's memory layout when q is dense, else contiguous.
 - Empty problems: B, H or Nq == 0 gives an empty output; Nk == 0 gives zeros (as torch SDPA)
   and LSE -inf, without a launch.
+- Strided dense tensors only: sparse and nested tensors are TypeErrors. ``scale`` must be finite
+  in float32 (the kernels scale the scores in fp32; a larger one would turn every score to inf).
 
 This module does no autograd: ``flashtune.attention`` (``flashtune.attention_op``) wraps it in
 a torch.library op whose backward raises NotImplementedError.
@@ -42,6 +44,9 @@ from .variants import run_variant
 OP = "attention_fwd"
 SUPPORTED_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
+_LOG2E = 1.4426950408889634
+_FP32_MAX = 3.4028234663852886e38
+
 ConfigChooser = Callable[[str, AttentionProblem, torch.device], Mapping[str, Any]]
 
 _warned: set[str] = set()
@@ -58,6 +63,10 @@ def check_inputs(q: Any, k: Any, v: Any) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        # Checked first: a sparse or nested tensor fails on .shape/.stride() with an internal error.
+        if t.is_nested or t.layout != torch.strided:
+            raise TypeError(f"{name} must be a dense strided tensor, got "
+                            f"{'a nested tensor' if t.is_nested else f'layout {t.layout}'}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D (batch, heads, seq_len, head_dim), "
@@ -98,10 +107,31 @@ def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> floa
         return 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number or None, got {type(scale).__name__}")
-    scale = float(scale)
+    try:
+        scale = float(scale)
+    except OverflowError:  # e.g. an int or Fraction beyond the float range
+        raise ValueError(f"scale must be finite, got a {type(scale).__name__} too large for "
+                         "a float") from None
     if not math.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
+    # The kernels take scale * log2(e) as an fp32 argument: past this it is inf and all scores
+    # become inf/NaN, whatever the inputs.
+    if abs(scale) * _LOG2E > _FP32_MAX:
+        raise ValueError(f"scale must be finite in float32 (|scale| <= {_FP32_MAX / _LOG2E:.3g}), "
+                         f"got {scale}")
     return scale
+
+
+def check_launchable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise ValueError for valid inputs that no variant can run (device, index range)."""
+    if not (q.is_cuda or (q.device.type == "cpu" and loader.interpreter_mode())):
+        raise ValueError(f"q is on {q.device}; flashtune kernels need CUDA tensors "
+                         "(or CPU tensors with TRITON_INTERPRET=1)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        # Kernels add 32-bit offsets inside one head to a 64-bit head base pointer.
+        if (t.shape[2] - 1) * t.stride(2) + (t.shape[3] - 1) * t.stride(3) >= 2**31:
+            raise ValueError(f"{name}: offsets inside one head pass 2**31 elements "
+                             f"(shape {tuple(t.shape)}, strides {t.stride()}); not supported")
 
 
 def problem_of(q: torch.Tensor, k: torch.Tensor, causal: bool) -> AttentionProblem:
@@ -202,14 +232,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         out.zero_()
         lse.fill_(float("-inf"))
         return (out, lse) if return_lse else out
-    if not (q.is_cuda or (q.device.type == "cpu" and loader.interpreter_mode())):
-        raise ValueError(f"q is on {q.device}; flashtune kernels need CUDA tensors "
-                         "(or CPU tensors with TRITON_INTERPRET=1)")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        # Kernels add 32-bit offsets inside one head to a 64-bit head base pointer.
-        if (t.shape[2] - 1) * t.stride(2) + (t.shape[3] - 1) * t.stride(3) >= 2**31:
-            raise ValueError(f"{name}: offsets inside one head pass 2**31 elements "
-                             f"(shape {tuple(t.shape)}, strides {t.stride()}); not supported")
+    check_launchable(q, k, v)
     problem = problem_of(q, k, causal)
     cfg = select_config(problem, (q, k, v, out), config, choose)
     if q.is_cuda:

@@ -11,6 +11,7 @@ axis. Everything else is handled here, in Python:
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Mapping
 
 import torch
@@ -39,9 +40,25 @@ def check_tensor(name: str, t: Any) -> None:
         raise TypeError(f"{name} has dtype {t.dtype}; flashtune softmax supports {expected}")
 
 
+def _as_index(dim: Any) -> int:
+    """``dim`` as a Python int, accepting what torch.softmax accepts: ints, numpy integers and
+    0-d integer tensors; bools, floats and other tensors are TypeErrors (as in torch)."""
+    if type(dim) is int:
+        return dim
+    if isinstance(dim, torch.Tensor):
+        if dim.dim() == 0 and not dim.is_floating_point() and not dim.is_complex() \
+                and dim.dtype is not torch.bool:
+            return int(dim)
+    elif not isinstance(dim, (bool, float)):
+        try:
+            return operator.index(dim)  # numpy integers and other __index__ types
+        except TypeError:
+            pass
+    raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+
+
 def normalize_dim(dim: Any, ndim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    dim = _as_index(dim)
     rank = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in torch
     if not -rank <= dim < rank:
         raise DimError(f"dim={dim} is out of range for a tensor of {ndim} dimension(s) "

@@ -1,0 +1,314 @@
+"""flashtune.attention on inputs no other test names: causal alignment against torch's own
+lower-right bias, odd head dims, stride tricks, NaN/inf, extreme scales, non-strided tensors,
+autograd in both modes, torch.compile, vmap and a tuned config kept on an input error.
+Runs on CPU in Triton's interpreter (fp16 unless the kernel upcasts bf16)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+
+import flashtune
+from attention_cases import Shape, check_case, config, make_qkv
+from dispatch_helpers import DEVICE, fresh_db  # noqa: F401
+from flashtune import dispatch
+from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from flashtune.gen import attention_ops, template_family_hash
+from flashtune.gen.attention_space import AttentionProblem, problem_bucket
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning"),
+              pytest.mark.filterwarnings("ignore:Lower right causal bias:UserWarning")]
+
+
+def _qkv(device, nq=9, nk=13, d=16, h=2, hkv=2, b=1, dtype=torch.float16, layout="bhnd"):
+    return make_qkv(Shape(b, h, hkv, nq, nk, d, layout), dtype, device)
+
+
+def _sdpa32(q, k, v, **kw):
+    """torch's math SDPA in float32 (its own masks, GQA expanded by hand)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, 1) for t in (k, v))
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kw)
+
+
+# --- causal alignment: what the docstring promises, checked against torch's own masks ----------
+
+@pytest.mark.parametrize("nq,nk", [(5, 23), (23, 5), (1, 17), (17, 1), (12, 12)])
+def test_causal_is_torch_lower_right(device, nq, nk):
+    q, k, v = _qkv(device, nq=nq, nk=nk)
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert check_case(out, lse, q, k, v, True) is None
+    # Older torch versions give NaN (newer: 0) for rows that see no key: ours are 0.
+    ref = _sdpa32(q, k, v, attn_mask=causal_lower_right(nq, nk)).nan_to_num(nan=0.0)
+    torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
+    top_left = _sdpa32(q, k, v, is_causal=True)
+    if nq == nk:  # both alignments agree on square problems
+        torch.testing.assert_close(out.float(), top_left, atol=2e-3, rtol=2e-3)
+    elif nq < nk:  # the documented difference from SDPA's is_causal=True
+        assert not torch.allclose(out.float(), top_left, atol=1e-2)
+
+
+def test_rows_that_see_no_key_are_zero_with_lse_minus_inf(device):
+    q, k, v = _qkv(device, nq=11, nk=4)  # causal: the first 7 query rows see no key
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert not out[:, :, :7].any() and torch.isneginf(lse[:, :, :7]).all()
+    assert torch.isfinite(lse[:, :, 7:]).all() and out[:, :, 7:].abs().sum() > 0
+    ref = _sdpa32(q, k, v, attn_mask=causal_lower_right(11, 4)).nan_to_num(nan=0.0)
+    torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
+
+
+# --- shapes --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("d", [8, 24, 48, 80, 192, 256])
+def test_supported_head_dims(device, d):
+    q, k, v = _qkv(device, nq=7, nk=11, d=d, h=1, hkv=1)
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert check_case(out, lse, q, k, v, True) is None
+
+
+@pytest.mark.parametrize("d", [1, 4, 33, 100, 264, 512])
+def test_unsupported_head_dims_are_value_errors(device, d):
+    q, k, v = _qkv(device, nq=3, nk=3, d=d, h=1, hkv=1)
+    with pytest.raises(ValueError, match=f"head dim {d} .*multiple of 8 between 8 and 256"):
+        flashtune.attention(q, k, v)
+
+
+def test_gqa_and_mqa_match_expanded_heads(device):
+    for h, hkv in ((6, 2), (4, 1)):
+        q, k, v = _qkv(device, h=h, hkv=hkv, b=2)
+        out = flashtune.attention(q, k, v, causal=True)
+        torch.testing.assert_close(out.float(), _sdpa32(q, k, v, attn_mask=causal_lower_right(9, 13)),
+                                   atol=2e-3, rtol=2e-3)
+    q, k, v = _qkv(device, h=2, hkv=4)
+    with pytest.raises(ValueError, match="not a multiple"):
+        flashtune.attention(q, k, v)
+
+
+def test_empty_combinations(device):
+    q, k, v = _qkv(device, h=0, hkv=2)
+    assert flashtune.attention(q, k, v).shape == (1, 0, 9, 16)
+    q, k, v = _qkv(device, b=0)
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert out.shape == (0, 2, 9, 16) and lse.shape == (0, 2, 9)
+    q, k, v = _qkv(device, nq=0, nk=0)
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert out.shape == (1, 2, 0, 16) and lse.shape == (1, 2, 0)
+    q, k, v = _qkv(device, nk=0)
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert not out.any() and torch.isneginf(lse).all()
+
+
+# --- strides ---------------------------------------------------------------------------------------
+
+def test_stride_tricks(device):
+    q, k, v = _qkv(device, d=32)
+    wide = torch.randn(1, 2, 9, 48, dtype=torch.float16, device=device)
+    flat = torch.randn(4000, dtype=torch.float16, device=device)
+    cases = {
+        "sliced head dim": (wide[..., 8:40], k, v),
+        "kv heads expanded (stride 0)": (torch.randn(1, 4, 9, 32, dtype=torch.float16, device=device),
+                                         k[:, :1].expand(1, 4, 13, 32), v[:, :1].expand(1, 4, 13, 32)),
+        "keys expanded (stride 0)": (q, k[:, :, :1].expand(1, 2, 13, 32), v),
+        "queries expanded (stride 0)": (q[:, :, :1].expand(1, 2, 9, 32), k, v),
+        "odd storage offsets": (flat[3:3 + 576].view(1, 2, 9, 32), flat[1001:1001 + 832].view(1, 2, 13, 32),
+                                flat[2999:2999 + 832].view(1, 2, 13, 32)),
+        "head dim not innermost": (torch.randn(1, 2, 32, 9, dtype=torch.float16, device=device)
+                                   .transpose(2, 3), k, v),
+    }
+    for name, (qq, kk, vv) in cases.items():
+        out, lse = flashtune.attention(qq, kk, vv, causal=True, return_lse=True)
+        assert check_case(out, lse, qq, kk, vv, True) is None, name
+        assert out.shape == qq.shape, name
+    bnhd = _qkv(device, layout="bnhd")
+    out = flashtune.attention(*bnhd)
+    assert out.stride() == bnhd[0].stride()  # the (B, N, H, D) layout is kept
+
+
+# --- values ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_inputs_like_torch_math(device, where, value):
+    q, k, v = _qkv(device)
+    t = {"q": q, "k": k, "v": v}[where]
+    # Key 4 is seen by every query, causal too: a NaN in v at a causally masked key reaches
+    # all rows in torch's math path (0 * NaN) but only the rows of its key tile here.
+    t[0, 1, 4, 3] = value
+    for causal in (False, True):
+        out = flashtune.attention(q, k, v, causal=causal)
+        mask = causal_lower_right(9, 13) if causal else None
+        ref = _sdpa32(q, k, v, attn_mask=mask)
+        assert torch.equal(out.isnan(), ref.isnan()), (where, value, causal)
+        assert torch.equal(out.isinf(), ref.isinf()), (where, value, causal)
+        fin = torch.isfinite(ref)
+        torch.testing.assert_close(out.float()[fin], ref[fin], atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_whole_key_tile_of_minus_inf_scores_is_ignored_like_torch(device, persistent):
+    """Keys whose scores are all -inf (k = -inf, q > 0) drop out of the softmax in torch; a
+    full, unmasked key tile of them used to make exp(-inf - -inf) = NaN for the whole row."""
+    gen = torch.Generator().manual_seed(1)
+    q = (torch.rand(1, 2, 20, 16, generator=gen) + 0.1).to(device, torch.float16)
+    k, v = (torch.randn(1, 2, 40, 16, generator=gen).to(device, torch.float16) for _ in range(2))
+    k[:, :, :16] = float("-inf")
+    for causal in (False, True):
+        out = attention_ops.attention_forward(
+            q, k, v, causal, config=config(BLOCK_M=16, BLOCK_N=16, persistent=persistent))
+        ref = _sdpa32(q, k, v, attn_mask=causal_lower_right(20, 40) if causal else None)
+        assert torch.isfinite(ref).all()
+        torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
+
+
+def test_scales(device):
+    q, k, v = _qkv(device)
+    for scale in (0.0, -0.7, 3, np.float32(0.25), 1e-30):
+        out, lse = flashtune.attention(q, k, v, causal=True, scale=scale, return_lse=True)
+        assert check_case(out, lse, q, k, v, True, float(scale)) is None, scale
+    out = flashtune.attention(q, k, v, scale=0)  # scale 0: the plain mean of v
+    torch.testing.assert_close(out.float(), v.float().mean(2, keepdim=True).expand_as(out),
+                               atol=2e-3, rtol=2e-3)
+    with pytest.raises(TypeError, match="scale must be a real number"):
+        flashtune.attention(q, k, v, scale=torch.tensor(0.5))
+    for huge in (1e300, -1e39, 10**400):  # past float32: every score would be inf / NaN
+        with pytest.raises(ValueError, match="scale must be finite"):
+            flashtune.attention(q, k, v, scale=huge)
+
+
+def test_huge_logits_stay_finite(device):
+    q, k, v = _qkv(device, d=32)
+    q = q * 1000  # scores ~ 1e4: exp overflows unless the running max is subtracted
+    out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+    assert check_case(out, lse, q, k, v, True) is None
+
+
+# --- tensor kinds ----------------------------------------------------------------------------------
+
+def test_sparse_and_nested_inputs_are_type_errors(device):
+    q, k, v = _qkv(device)
+    with pytest.raises(TypeError, match="q must be a dense strided tensor"):
+        flashtune.attention(q.to_sparse(), k, v)
+    with pytest.raises(TypeError, match="v must be a dense strided tensor"):
+        flashtune.attention(q, k, v.to_sparse())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors are a prototype API
+        nested = torch.nested.nested_tensor([q[0], q[0]])
+    with pytest.raises(TypeError, match="k must be a dense strided tensor"):
+        flashtune.attention(q, nested, v)
+
+
+def test_mixed_dtypes_and_three_d_inputs(device):
+    q, k, v = _qkv(device)
+    with pytest.raises(TypeError, match="k has dtype torch.bfloat16 but q has torch.float16"):
+        flashtune.attention(q, k.bfloat16(), v)
+    with pytest.raises(TypeError, match="q has dtype torch.float32"):
+        flashtune.attention(q.float(), k.float(), v.float())
+    with pytest.raises(ValueError, match="q must be 4-D"):
+        flashtune.attention(q[0], k[0], v[0])
+
+
+# --- autograd, compile, vmap -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["k", "v"])
+def test_backward_through_k_or_v_raises(device, which):
+    q, k, v = _qkv(device)
+    {"k": k, "v": v}[which].requires_grad_(True)
+    out, lse = flashtune.attention(q, k, v, return_lse=True)
+    assert out.requires_grad and lse.requires_grad
+    with pytest.raises(NotImplementedError, match="no backward"):
+        lse.sum().backward()
+
+
+def test_forward_mode_ad_raises_instead_of_dropping_the_tangent(device):
+    q, k, v = _qkv(device)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(k, torch.randn_like(k))
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            flashtune.attention(q, dual, v)
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            torch.ops.flashtune.attention_fwd(q, dual, v, False, 0.25, False)
+        # Plain tensors inside a dual level are fine.
+        assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None
+    with pytest.raises(NotImplementedError, match="forward-mode AD"):
+        torch.func.jvp(lambda a: flashtune.attention(a, k, v), (q,), (torch.ones_like(q),))
+
+
+def test_torch_compile_fullgraph(device):
+    q, k, v = _qkv(device, nq=9, nk=21, layout="bnhd")
+
+    # aot_eager traces the op through its fake implementation (what inductor sees) without a
+    # C++ build; the GPU suite covers inductor.
+    @torch.compile(fullgraph=True, backend="aot_eager", dynamic=True)
+    def block(q, k, v):
+        out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True, scale=0.3)
+        return out * 2, lse
+
+    out, lse = block(q, k, v)
+    eager, eager_lse = flashtune.attention(q, k, v, causal=True, return_lse=True, scale=0.3)
+    assert torch.equal(out, eager * 2) and torch.equal(lse, eager_lse)
+    assert out.stride() == eager.stride()
+
+
+def test_vmap_matches_a_loop(device):
+    q = torch.randn(3, 1, 2, 9, 16, dtype=torch.float16, device=device)
+    k, v = (torch.randn(3, 1, 1, 13, 16, dtype=torch.float16, device=device) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that vmap falls back to a loop
+        batched = torch.vmap(lambda a, b, c: flashtune.attention(a, b, c, causal=True))(q, k, v)
+    looped = torch.stack([flashtune.attention(q[i], k[i], v[i], causal=True) for i in range(3)])
+    assert torch.equal(batched, looped)
+
+
+# --- dispatcher: an input error does not cost the tuned config -------------------------------------
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs CPU tensors refused without the interpreter")
+def test_unlaunchable_input_keeps_the_tuned_config(fresh_db, monkeypatch):  # noqa: F811
+    p = AttentionProblem(1, 2, 2, 9, 13, 16, False, "float16")
+    key = ProblemKey.make("attention_fwd", p.dtype, problem_bucket(p))
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        db.upsert_winner(DeviceInfo.current(torch.device(DEVICE)), template_family_hash("attention_fwd"),
+                         key, config(BLOCK_M=16, BLOCK_N=16), median_ms=0.01, p20_ms=0.009,
+                         p80_ms=0.011, trials=3)
+    q, k, v = _qkv(DEVICE)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dispatch.DispatchWarning)  # no "tuned config failed"
+        with pytest.raises(ValueError, match="q is on cpu"):
+            flashtune.attention(q, k, v)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert dispatch.attention_choice(p, DEVICE).how == "exact"
+    out = flashtune.attention(q, k, v)
+    assert check_case(out, None, q, k, v, False) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knobs", [dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3),
+                                   dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2),
+                                   dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, tma=True),
+                                   dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2,
+                                        persistent=True, pv_acc="fp16")])
+def test_gpu_minus_inf_key_tiles_and_nan_like_torch(knobs):
+    """Compiled kernels (native max/exp2, MMA) on -inf and NaN inputs, against torch."""
+    if knobs.get("tma") and "tma" not in attention_ops.device_features(torch.device("cuda")):
+        pytest.skip("no TMA here")
+    gen = torch.Generator().manual_seed(2)
+    q = (torch.rand(2, 4, 300, 64, generator=gen) + 0.1).to("cuda", torch.float16)
+    k, v = (torch.randn(2, 2, 520, 64, generator=gen).to("cuda", torch.float16) for _ in range(2))
+    k[:, :, 64:192] = float("-inf")  # whole key tiles with -inf scores
+    v[1, 1, 10, 5] = float("nan")  # a key every query sees (torch also spreads masked ones)
+    for causal in (False, True):
+        out = attention_ops.attention_forward(q, k, v, causal, config=config(**knobs))
+        ref = _sdpa32(q, k, v, attn_mask=causal_lower_right(300, 520) if causal else None)
+        assert torch.equal(out.isnan(), ref.isnan()), (knobs, causal)
+        fin = torch.isfinite(ref)
+        torch.testing.assert_close(out.float()[fin], ref[fin], atol=2e-3, rtol=2e-3)

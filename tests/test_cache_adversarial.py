@@ -1,0 +1,344 @@
+"""Broken caches and bad input found by an adversarial audit (each test names its defect).
+
+The rules under test: the runtime read never raises, never changes the database file, and warns
+once; the tuner-side TuneDB raises CacheError; every CLI command answers a bad database or bad
+input with one ``flashtune CMD: error: ...`` line and a nonzero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from flashtune.cache import (CacheError, CacheWarning, DeviceInfo, TuneDB,
+                             read_runtime_winners)
+from flashtune.cache import engine as engine_mod
+from flashtune.cache import transfer
+from flashtune.cli import main
+from test_cache_support import DEV, FAMILY, KEY, key_for, row_config  # noqa: F401
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
+
+
+def _store(url, *keys, device=DEV):
+    with TuneDB(url) as db:
+        for key in keys or (KEY,):
+            db.upsert_winner(device, FAMILY, key, row_config(), median_ms=1.0, p20_ms=1.0,
+                             p80_ms=1.0, trials=1)
+
+
+def _set_config(path, bucket_rows: int, config_text: str) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        assert conn.execute("UPDATE ft_v1_winners SET config = ? WHERE bucket = ?",
+                            (config_text, key_for(bucket_rows).bucket_json())).rowcount == 1
+    conn.close()
+
+
+def _runtime(url) -> tuple[list, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = read_runtime_winners(DEV, url)
+        assert read_runtime_winners(DEV, url) == first
+    return first, [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_error(err: str, command: str) -> None:
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[0].startswith(f"flashtune {command}: error: "), err
+
+
+# -- the runtime read must not change files it only reads --------------------------------------
+
+@pytest.mark.parametrize("kind", ["zero-byte file", "another app's database"])
+def test_runtime_read_leaves_foreign_files_untouched(tmp_path, kind):
+    # Defect: the reader set PRAGMA journal_mode=WAL, turning a zero-byte file into a database
+    # and converting another application's SQLite file to WAL (with -wal/-shm files).
+    path = tmp_path / "foreign.sqlite"
+    if kind == "zero-byte file":
+        path.write_bytes(b"")
+    else:
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        conn.close()
+    before = path.read_bytes()
+    winners, said = _runtime(f"sqlite:///{path}")
+    assert winners == [] and len(said) == 1 and "no flashtune schema v1 winners table" in said[0]
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.sqlite"]
+
+
+def test_show_and_export_do_not_write_or_wait_for_a_writer(tmp_path, capsys):
+    # Defect: show/export opened the database for writing (BEGIN IMMEDIATE and CREATE TABLE),
+    # so they waited up to 30 s behind a tuner's write lock and failed on read-only storage.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        rc, out, _ = _cli(capsys, "show", "--all-devices", "--db", str(path))
+        assert rc == 0 and "winners for all devices: 1" in out
+        rc, _, _ = _cli(capsys, "export", str(tmp_path / "out.json"), "--db", str(path))
+        assert rc == 0
+        rc, out, _ = _cli(capsys, "clear", "--all-devices", "--db", str(path))
+        assert rc == 1 and "would delete 1 winner" in out
+        assert time.monotonic() - start < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_read_only_tunedb_creates_nothing_and_refuses_writes(tmp_path):
+    missing = tmp_path / "sub" / "tuned.sqlite"
+    with pytest.raises(CacheError, match="no winner database"):
+        TuneDB(missing, read_only=True)
+    assert not missing.parent.exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    with pytest.raises(CacheError, match="no flashtune schema v1 winners table"):
+        TuneDB(empty, read_only=True)
+    assert empty.read_bytes() == b""
+    _store(f"sqlite:///{tmp_path / 'ok.sqlite'}")
+    with TuneDB(tmp_path / "ok.sqlite", read_only=True) as db:
+        assert len(db.winners()) == 1
+        with pytest.raises(CacheError, match="read-only"):
+            db.clear()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root ignores file permissions")
+def test_runtime_reads_a_database_in_a_read_only_folder(tmp_path):
+    # Defect: a pre-tuned database shipped read-only could not be used (WAL needs -shm).
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    _store(f"sqlite:///{folder / 'tuned.sqlite'}")
+    for extra in folder.glob("tuned.sqlite-*"):
+        extra.unlink()
+    (folder / "tuned.sqlite").chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        winners, said = _runtime(f"sqlite:///{folder / 'tuned.sqlite'}")
+    finally:
+        folder.chmod(0o755)
+    assert len(winners) == 1 and said == []
+
+
+# -- one tampered row spoils only itself --------------------------------------------------------
+
+def test_deeply_nested_row_json_spoils_only_its_row(tmp_path, capsys):
+    # Defect: RecursionError escaped the row check: the runtime lost every winner and
+    # show/export/clear died with a traceback.
+    path = tmp_path / "tuned.sqlite"
+    url = f"sqlite:///{path}"
+    _store(url, key_for(64), key_for(128))
+    _set_config(path, 128, DEEP_JSON)
+    winners, said = _runtime(url)
+    assert len(winners) == 1 and len(said) == 1 and "nested too deeply" in said[0]
+    rc, out, err = _cli(capsys, "show", "--all-devices", "--db", str(path))
+    assert rc == 0 and "winners for all devices: 1" in out and "Traceback" not in err
+
+
+def test_clear_preview_counts_rows_that_fail_validation(tmp_path, capsys):
+    # Defect: the preview counted valid winners only, then --yes deleted more than announced.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}", key_for(64), key_for(128))
+    _set_config(path, 128, "{not json")
+    rc, out, _ = _cli(capsys, "clear", "--all-devices", "--db", str(path))
+    assert rc == 1 and "would delete 2 winner(s)" in out
+    rc, out, _ = _cli(capsys, "clear", "--all-devices", "--yes", "--db", str(path))
+    assert rc == 0 and "deleted 2 winner(s)" in out
+
+
+# -- database URLs whose driver is unknown, missing or asynchronous -----------------------------
+
+@pytest.mark.parametrize("url, reason", [
+    ("postgresql+nosuchdriver://u@127.0.0.1/db", "unknown driver"),
+    ("postgresql+asyncpg://u@127.0.0.1/db", "asynchronous"),
+    ("sqlite+aiosqlite:///{path}", "asynchronous"),
+])
+def test_bad_drivers_are_a_clear_error(tmp_path, capsys, url, reason):
+    # Defect: NoSuchModuleError / ModuleNotFoundError reached the user as a traceback.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    url = url.format(path=path)
+    for command in (["show"], ["export", str(tmp_path / "o.json")], ["clear", "--yes"]):
+        rc, _, err = _cli(capsys, *command, "--db", url)
+        assert rc == 2 and reason in err
+        _one_line_error(err, command[0])
+    winners, said = _runtime(url)
+    assert winners == [] and len(said) == 1 and reason in said[0]
+
+
+def test_missing_driver_module_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    # Defect: a missing SQLite driver module (sqlite+pysqlcipher) was a traceback.
+    import sqlalchemy
+
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    real = sqlalchemy.create_engine
+
+    def no_driver(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'fakedriver'", name="fakedriver")
+
+    monkeypatch.setattr(engine_mod, "create_engine", no_driver)
+    rc, _, err = _cli(capsys, "show", "--db", str(path))
+    assert rc == 2 and "fakedriver" in err and "not installed" in err
+    _one_line_error(err, "show")
+    monkeypatch.setattr(engine_mod, "create_engine", real)
+
+
+def test_silent_postgres_server_does_not_hang_the_cli(monkeypatch):
+    # libpq waits forever by default; TuneDB's 30 s lock timeout was also its connect timeout.
+    pytest.importorskip("psycopg2")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepts TCP connections and never answers
+    port = listener.getsockname()[1]
+    monkeypatch.setattr(engine_mod, "MAX_CONNECT_S", 1)
+    try:
+        start = time.monotonic()
+        with pytest.raises(CacheError, match="timeout"):
+            TuneDB(f"postgresql+psycopg2://u:pw@127.0.0.1:{port}/db", timeout=30)
+        assert time.monotonic() - start < 8
+    finally:
+        listener.close()
+
+
+# -- import and export --------------------------------------------------------------------------
+
+def _export_doc(tmp_path) -> dict:
+    path = tmp_path / "src.sqlite"
+    _store(f"sqlite:///{path}")
+    with TuneDB(path) as db:
+        db.export_json(tmp_path / "good.json")
+    return json.loads((tmp_path / "good.json").read_text())
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("nested", "nested too deeply"),
+    ("binary", "not UTF-8"),
+    ("huge", "too large"),
+    ("trials overflow", "trials must be in"),
+    ("sm_count overflow", "sm_count must be an int in"),
+])
+def test_import_rejects_files_that_used_to_crash(tmp_path, capsys, monkeypatch, case, reason):
+    # Defects: RecursionError, a message without the path, OverflowError from the driver (all
+    # tracebacks) and minutes spent validating a file hundreds of MB large.
+    doc = _export_doc(tmp_path)
+    target = tmp_path / "in.json"
+    if case == "nested":
+        target.write_text('{"format": "flashtune-winners", "winners": ' + DEEP_JSON + "}")
+    elif case == "binary":
+        target.write_bytes(bytes(range(256)))
+    elif case == "huge":
+        monkeypatch.setattr(transfer, "MAX_IMPORT_BYTES", 100)
+        target.write_text(json.dumps(doc))
+    else:
+        row = doc["winners"][0]
+        if case == "trials overflow":
+            row["trials"] = 10**30
+        else:
+            row["device"]["sm_count"] = 10**30
+        target.write_text(json.dumps(doc))
+    db = tmp_path / "dst.sqlite"
+    rc, _, err = _cli(capsys, "import", str(target), "--db", str(db))
+    assert rc == 2 and reason in err
+    _one_line_error(err, "import")
+    with TuneDB(db) as check:
+        assert check.winners() == []
+
+
+def test_export_never_creates_a_database(tmp_path, capsys):
+    # Defect: exporting from a missing database created it (and its folders), then wrote 0 rows.
+    missing = tmp_path / "nowhere" / "tuned.sqlite"
+    rc, _, err = _cli(capsys, "export", str(tmp_path / "o.json"), "--db", str(missing))
+    assert rc == 2 and "no winner database" in err
+    _one_line_error(err, "export")
+    assert not missing.parent.exists() and not (tmp_path / "o.json").exists()
+
+
+def test_export_target_errors_and_file_mode(tmp_path, capsys):
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    for target, reason in [(tmp_path, "is a folder"),
+                           (tmp_path / "no" / "such" / "o.json", "cannot write there")]:
+        rc, _, err = _cli(capsys, "export", str(target), "--db", str(path))
+        assert rc == 2 and reason in err
+        _one_line_error(err, "export")
+    # Defect: the file kept mkstemp's private mode 0600, unreadable by whoever it is shared with.
+    old = os.umask(0o022)
+    try:
+        rc, _, _ = _cli(capsys, "export", str(tmp_path / "o.json"), "--db", str(path))
+    finally:
+        os.umask(old)
+    assert rc == 0 and (tmp_path / "o.json").stat().st_mode & 0o777 == 0o644
+
+
+# -- tune options -------------------------------------------------------------------------------
+
+def test_tune_names_a_bad_journal_before_any_work(tmp_path, capsys):
+    # Defect: the error came after the first problem's compile, as a bare "[Errno 2] ...".
+    rc, _, err = _cli(capsys, "tune", "--interpret", "--journal",
+                      str(tmp_path / "no" / "such" / "j.log"), "--db", str(tmp_path / "t.sqlite"))
+    assert rc == 2 and "--journal" in err
+    _one_line_error(err, "tune")
+
+
+# -- the end-to-end rule, and how the CLI prints warnings ---------------------------------------
+
+def test_model_runs_on_a_corrupt_cache_with_one_warning(tmp_path, monkeypatch):
+    import flashtune
+    from flashtune.dispatch import reset
+
+    path = tmp_path / "tuned.sqlite"
+    # a row of the device the model runs on: the runtime reads only those
+    _store(f"sqlite:///{path}", key_for(64), device=DeviceInfo.current(torch.device("cpu")))
+    _set_config(path, 64, DEEP_JSON)
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{path}")
+    reset()
+    try:
+        x = torch.randn(4, 100)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                torch.testing.assert_close(flashtune.softmax(x, -1), torch.softmax(x, -1))
+    finally:
+        monkeypatch.undo()
+        reset()
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(said) == 1 and "nested too deeply" in said[0]
+
+
+def test_cli_warnings_are_one_line(tmp_path):
+    # Python's default format echoed a source line of flashtune under each warning.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}", key_for(64))
+    _set_config(path, 64, "{not json")
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    done = subprocess.run([sys.executable, "-m", "flashtune", "show", "--all-devices", "--db",
+                           str(path)], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flashtune show: warning: "), done.stderr
