@@ -20,7 +20,7 @@ import random
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from .families import family
 from .space import SearchSpace, canonical
