@@ -185,6 +185,16 @@ def test_bad_problem_text_is_a_clear_value_error(text):
         parse_problem(text)
 
 
+@pytest.mark.parametrize("text, words", [
+    ("softmax:float16:99999999999999999999x4", "elements"),  # a typo, refused before any work
+    ("attention_fwd:float16:1x1x0x64", "zero size"),
+    ("softmax:float16:\uff14x4", "ROWSxCOLS"),  # a full-width digit passes str.isdigit
+])
+def test_problem_shape_is_checked_before_tuning(text, words):
+    with pytest.raises(ValueError, match=words):
+        parse_problem(text)
+
+
 def test_default_problem_set():
     problems = default_problems()
     assert len(problems) == 24 and {p.op for p in problems} == {"softmax"}

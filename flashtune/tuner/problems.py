@@ -71,11 +71,25 @@ class TuneProblem:
         return ProblemKey.make(self.op, self.dtype, self.bucket())
 
 
+# Tuning allocates the problem's tensors on the GPU: a shape past this many elements (2**36,
+# 128 GiB in fp16) is a typo, refused before any work starts.
+MAX_ELEMENTS = 1 << 36
+
+
 def _dims(text: str, count: int, what: str, example: str) -> list[int]:
     dims = text.lower().split("x")
-    if len(dims) != count or not all(d.strip().isdigit() for d in dims):
+    if len(dims) != count or not all(d.strip().isascii() and d.strip().isdigit() for d in dims):
         raise ValueError(f"--problem shape must be {what} like {example}, got {text!r}")
-    return [int(d) for d in dims]
+    sizes = [int(d) for d in dims]
+    if min(sizes) < 1:
+        raise ValueError(f"--problem shape {text!r} has a zero size: there is nothing to tune")
+    numel = 1
+    for size in sizes:
+        numel *= size
+    if numel > MAX_ELEMENTS:
+        raise ValueError(f"--problem shape {text!r} has {numel} elements; the tuner takes at most "
+                         f"{MAX_ELEMENTS} (2**36)")
+    return sizes
 
 
 def parse_problem(text: str) -> TuneProblem:
