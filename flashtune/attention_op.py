@@ -78,7 +78,7 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _refuse_forward_ad(*tensors: torch.Tensor) -> None:
-    if _forward_ad._current_level >= 0 and any(
+    if getattr(_forward_ad, "_current_level", -1) >= 0 and any(
             _forward_ad.unpack_dual(t).tangent is not None for t in tensors):
         raise NotImplementedError(
             "flashtune.attention has no forward-mode AD formula (its tangent would be lost); "

@@ -48,7 +48,7 @@ _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda
 # (its output frozen as a constant), so _call sends such calls through the registered op. The
 # hot path needs no check: while tracing, x.shape holds traced 0-d tensors (hashed by identity),
 # so no plan key ever matches.
-_jit_tracing = torch._C._get_tracing_state
+_jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.reset()
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 
@@ -98,15 +98,14 @@ def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
         x = _cast(x, dtype)
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
+    _check_dtype("x", x)
+    d = _normalize_dim(dim, x.dim())
     if _forward_ad._current_level >= 0 or (not _is_compiling() and _functorch_active()):
         # Forward-mode AD is on (torch.func.jvp too): our ops have no forward-AD formula, and a
         # dual tensor looks like a plain one to the kernel (its tangent would be dropped).
         # Other torch.func transforms wrap tensors in storage-less wrappers our kernels cannot
         # read and that the custom op's autograd does not support. torch computes both.
-        _check_dtype("x", x)
-        return (torch.log_softmax if log else torch.softmax)(x, _normalize_dim(dim, x.dim()))
-    _check_dtype("x", x)
-    d = _normalize_dim(dim, x.dim())
+        return (torch.log_softmax if log else torch.softmax)(x, d)
     if (_is_compiling() or type(x) is not _Tensor or (x.requires_grad and _grad_enabled())
             or _dispatch_modes() or _jit_tracing() is not None):
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax

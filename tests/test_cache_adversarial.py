@@ -144,6 +144,49 @@ def test_runtime_reads_a_database_in_a_read_only_folder(tmp_path):
     assert len(winners) == 1 and said == []
 
 
+class _UnopenableConnection:
+    """What sqlite3 returns for a WAL database whose -shm file cannot be made."""
+
+    def execute(self, _sql):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    def close(self):
+        pass
+
+
+def _first_open_fails(monkeypatch):
+    uris = []
+    real_connect = sqlite3.connect
+
+    def connect(database, **kwargs):
+        uris.append(database)
+        return _UnopenableConnection() if len(uris) == 1 else real_connect(database, **kwargs)
+
+    monkeypatch.setattr(engine_mod.sqlite3, "connect", connect)
+    return uris
+
+
+def test_immutable_reads_only_where_nobody_can_write(tmp_path, monkeypatch):
+    # Runs as root too (the mode bits are read, not enforced). Immutable reads take no locks:
+    # safe on read-only storage, unsafe where a tuning user may be writing the file.
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = folder / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    uris = _first_open_fails(monkeypatch)
+    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        engine_mod._connect_read_only(path, timeout=0.1)  # someone could write: no immutable
+    assert len(uris) == 1
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        uris.clear()
+        engine_mod._connect_read_only(path, timeout=0.1).close()
+    finally:
+        folder.chmod(0o755)
+    assert len(uris) == 2 and "immutable=1" in uris[1] and "mode=ro" in uris[1]
+
+
 # -- one tampered row spoils only itself --------------------------------------------------------
 
 def test_deeply_nested_row_json_spoils_only_its_row(tmp_path, capsys):
@@ -240,7 +283,7 @@ def _export_doc(tmp_path) -> dict:
     ("binary", "not UTF-8"),
     ("huge", "too large"),
     ("trials overflow", "trials must be in"),
-    ("sm_count overflow", "sm_count must be an int in"),
+    ("sm_count overflow", "sm_count must be in"),
 ])
 def test_import_rejects_files_that_used_to_crash(tmp_path, capsys, monkeypatch, case, reason):
     # Defects: RecursionError, a message without the path, OverflowError from the driver (all

@@ -112,12 +112,36 @@ def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as err:
         conn.close()
-        if "unable to open" not in str(err) or os.access(path.parent, os.W_OK):
+        if "unable to open" not in str(err) or not _nobody_can_write(path):
             raise
-    # Read-only storage: a WAL database cannot get its -shm file there, and no process can
-    # change the file either, so SQLite may read it as immutable (no locks, no -shm).
+    # Read-only storage: a WAL database cannot get its -shm file there. As no one can change
+    # the file either, SQLite may read it as immutable (no locks, no -shm). Where someone else
+    # could write (a folder shared with a tuning user), immutable reads could see a half-made
+    # change, so that case stays an error (the runtime then uses its defaults and warns).
     return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout,
                            check_same_thread=False)
+
+
+def _nobody_can_write(path: Path) -> bool:
+    """No write permission bit for anyone on the file and its folder, or no write access at
+    all (a read-only mount)."""
+    try:
+        modes = (path.stat().st_mode, path.parent.stat().st_mode)
+    except OSError:
+        return False
+    if all(mode & 0o222 == 0 for mode in modes):
+        return True
+    return _read_only_mount(path.parent)
+
+
+def _read_only_mount(folder: Path) -> bool:
+    statvfs = getattr(os, "statvfs", None)
+    if statvfs is None:
+        return False
+    try:
+        return bool(statvfs(folder).f_flag & getattr(os, "ST_RDONLY", 1))
+    except OSError:
+        return False
 
 
 def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:

@@ -34,9 +34,11 @@ class DeviceInfo:
         _check_str("DeviceInfo.name", self.name)
         _check_str("DeviceInfo.capability", self.capability)
         _check_str("DeviceInfo.triton_version", self.triton_version)
-        if type(self.sm_count) is not int or not 1 <= self.sm_count <= MAX_INT32:
-            raise TypeError(f"DeviceInfo.sm_count must be an int in [1, {MAX_INT32}], "
-                            f"got {self.sm_count!r}")
+        if type(self.sm_count) is not int:
+            raise TypeError(f"DeviceInfo.sm_count must be an int, got {self.sm_count!r}")
+        if not 1 <= self.sm_count <= MAX_INT32:
+            raise ValueError(f"DeviceInfo.sm_count must be in [1, {MAX_INT32}], "
+                             f"got {self.sm_count!r}")
 
     @classmethod
     def current(cls, device: Any = None) -> "DeviceInfo":

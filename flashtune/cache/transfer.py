@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,15 +46,13 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     if target.is_dir():
         raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp",
-                                   dir=target.parent or ".")
+        fd, tmp = _create_temp_beside(target)
     except OSError as err:
         raise OSError(f"{path}: cannot write there ({err.strerror or err})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a shared file is meant
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -62,10 +60,17 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     return len(rows)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create_temp_beside(target: Path) -> tuple[int, str]:
+    """A new file next to ``target``, with the mode a plain open would give it (0o666 less
+    the umask; mkstemp's 0o600 would make a shared export private), and a unique name."""
+    folder = target.parent if str(target.parent) else Path(".")
+    for _ in range(100):
+        tmp = str(folder / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {target}")
 
 
 def load_winners(path: Any) -> list[dict[str, Any]]:

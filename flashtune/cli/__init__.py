@@ -40,10 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Warnings (e.g. skipped database rows) as one line each, without Python's source echo.
+    # Our own warnings (e.g. skipped database rows) as one line each, without Python's source
+    # echo; other libraries' warnings keep the standard form, which names their category.
     previous = warnings.formatwarning
-    warnings.formatwarning = lambda message, category, *_a, **_k: (
-        f"flashtune {args.command}: warning: {message}\n")
+
+    def one_line(message, category, *rest, **kwargs):
+        if category.__module__.startswith("flashtune"):
+            return f"flashtune {args.command}: warning: {message}\n"
+        return previous(message, category, *rest, **kwargs)
+
+    warnings.formatwarning = one_line
     try:
         return int(args.run(args) or 0)
     except (ValueError, TypeError, OSError) as err:

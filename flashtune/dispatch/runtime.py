@@ -60,7 +60,9 @@ class Runtime:
         """
         if x.numel() == 0:
             return output_like(x, dim)
-        if not kernel_ok(x, self.settings.interpreter):
+        # A 0-d tensor's softmax is 1 (log: 0): no kernel, and no plan, whose key () would
+        # also match under torch.jit.trace, where sizes are traced values.
+        if x.dim() == 0 or not kernel_ok(x, self.settings.interpreter):
             return torch_forward(x, dim, log)
         op = "log_softmax" if log else "softmax"
         plans = self.plans[op]
@@ -91,7 +93,7 @@ class Runtime:
         dim = normalize_dim(dim, y.dim())
         if y.numel() == 0:
             return output_like(y, dim)
-        if not kernel_ok(y, self.settings.interpreter):
+        if y.dim() == 0 or not kernel_ok(y, self.settings.interpreter):
             return torch_backward(y, dy, dim, log)
         plans = self.backward_plans["log_softmax" if log else "softmax"]
         key = (y.shape, y.stride(), dy.stride(), y.dtype, y.device, dim)
