@@ -73,3 +73,29 @@ def test_four_processes_write_at_once(db_url):
     assert shared.config == row_config(warps=_WARPS[PROCESSES - 1])
     # exp2 alternates between processes: two processes share each trial config, so half remain
     assert len(trials) == PROCESSES * TRIALS // 2
+
+
+def test_tuners_opening_a_new_sqlite_file_together_all_succeed(tmp_path):
+    """Two tuners started at once on a fresh database: switching it to WAL answers "locked" at
+    once (no busy timeout) to the loser of the race; it must retry, not fail."""
+    import threading
+
+    failures = []
+    for attempt in range(40):
+        url = f"sqlite:///{tmp_path / f'fresh{attempt}.sqlite'}"
+        gate = threading.Barrier(4)
+
+        def open_it():
+            gate.wait(10)
+            try:
+                with TuneDB(url, timeout=10):
+                    pass
+            except Exception as err:  # noqa: BLE001 - collected for the assert
+                failures.append(repr(err))
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert failures == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 
@@ -11,6 +12,7 @@ import pytest
 
 from flashtune.gen import ConfigError, load_variant, render_variant, source_path
 from flashtune.gen import loader as loader_mod
+from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, OPS, SoftmaxProblem,
                                          default_config, fitting_configs, problem_misfit)
@@ -60,6 +62,34 @@ def test_exhaustive_is_valid_and_distinct():
     configs = list(FORWARD_SPACE.exhaustive())
     assert len(configs) == len(set(configs)) > 100
     assert all(FORWARD_SPACE.is_valid(dict(c)) for c in configs[:: max(1, len(configs) // 200)])
+
+
+def _brute_force(space):
+    out = []
+    for values in itertools.product(*(p.exhaustive for p in space.params)):
+        raw = dict(zip(space.names, values))
+        if all(c(raw) is None for c in space.constraints):
+            out.append(raw)
+    return out
+
+
+def test_pruned_enumeration_equals_the_filtered_product():
+    """exhaustive() cuts branches early; it must keep exactly the configs (and the order) of
+    filtering the whole product, also for constraints that read a tunable with .get(default)
+    or test membership, and for tunables read before or after the ones chosen first."""
+    def late_get(cfg):  # reads "c" (chosen last) with a default that would mislead if used
+        return "c needs a" if cfg.get("c", 2) == 2 and cfg["a"] != 1 else None
+
+    def membership(cfg):
+        # always present in a whole config; a partial one must not answer "absent"
+        return "c is missing" if cfg["b"] == 3 and "c" not in cfg else None
+
+    space = VariantSpace("toy", (Param("a", int, (1, 2, 3), 1, "a"),
+                                 Param("b", int, (1, 2, 3), 1, "b"),
+                                 Param("c", int, (0, 1, 2), 0, "c")),
+                         (late_get, membership, lambda cfg: "a<b" if cfg["a"] < cfg["b"] else None))
+    assert [dict(c) for c in space.exhaustive()] == _brute_force(space)
+    assert [dict(c) for c in BACKWARD_SPACE.exhaustive()] == _brute_force(BACKWARD_SPACE)
 
 
 @pytest.mark.parametrize("shape", [(65536, 128), (4096, 50257), (16, 1048576), (1024, 65536),

@@ -36,11 +36,12 @@ def _config_info(q, k, v, causal: bool) -> dict:
 
 
 def run_attention(shapes, dtypes, timer: Timer, device: str, phase: Phase, interpret: bool,
-                  log: Callable[[str], None]) -> list[dict]:
+                  log: Callable[[str], None], out: list | None = None) -> list[dict]:
+    """Rows of every case, appended to ``out`` as each case ends (kept if the run is stopped)."""
     import torch
 
     impls = attention_impls(interpret)
-    out: list[dict] = []
+    out = [] if out is None else out
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
         for shape in shapes:

@@ -23,13 +23,21 @@ def load_result(path: Any) -> dict:
     path = Path(path)
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not JSON ({err})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not a flashtune bench result (expected schema {SCHEMA!r})")
     for key, kind in (("meta", dict), ("softmax", list), ("attention", list)):
         if not isinstance(data.get(key), kind):
             raise ValueError(f"{path}: field {key!r} must be a {kind.__name__}")
+    from .validate import ResultError, check_extras, check_rows
+
+    try:
+        check_rows("softmax", data["softmax"])
+        check_rows("attention", data["attention"])
+        check_extras(data)
+    except ResultError as err:
+        raise ValueError(f"{path}: {err}") from None
     return data
 
 
@@ -164,7 +172,9 @@ def header(meta: dict) -> list[str]:
     budget = "no budget" if meta.get("budget_s") is None else f"budget {fmt(meta['budget_s'])} s"
     return [f"{meta.get('device', '?')}, {str(meta.get('date', '?'))[:19]} UTC; torch "
             f"{meta.get('torch')}, triton {meta.get('triton')}, flashtune {meta.get('flashtune')}, "
-            f"commit {commit}; mode {mode}; wall {fmt(meta.get('wall_s'))} s ({budget}).", "",
+            f"commit {commit}; mode {mode}; wall {fmt(meta.get('wall_s'))} s ({budget})."
+            + (" **Interrupted**: the cases after the last row shown were not run."
+               if meta.get("interrupted") else ""), "",
             f"Timing: {meta.get('timing', '?')}. Inputs: randn, fixed seed. "
             "flashtune runs through its public API (flashtune.softmax / flashtune.attention) with "
             "the tuned winners of the cache; `x PEER` = peer time / flashtune time (> 1: flashtune "

@@ -106,23 +106,51 @@ def run_bench(options: BenchOptions) -> dict:
               "attention": []}
     log(f"flashtune bench ({options.mode}) on {result['meta']['device']}, torch "
         f"{result['meta']['torch']}, triton {result['meta']['triton']}")
-    result["copy"] = copy_bandwidth(timer, device)
-    log(f"copy bandwidth {result['copy']['gbs']:.4g} GB/s")
-    if "softmax" in options.ops:
-        share = SOFTMAX_SHARE if "attention" in options.ops else CASES_SHARE
-        result["softmax"] = run_softmax(cases.softmax_shapes, cases.softmax_dtypes, timer, device,
-                                        result["copy"]["gbs"], budget.phase(share), interpret, log)
-    if "attention" in options.ops:
-        result["attention"] = run_attention(cases.attention_shapes, cases.attention_dtypes, timer,
-                                            device, budget.phase(CASES_SHARE), interpret, log)
-    result["overhead"] = _overhead(options, device, on_gpu, log)
-    from .tuning import tuning_history
+    try:
+        result["copy"] = copy_bandwidth(timer, device)
+        log(f"copy bandwidth {result['copy']['gbs']:.4g} GB/s")
+        if "softmax" in options.ops:
+            share = SOFTMAX_SHARE if "attention" in options.ops else CASES_SHARE
+            run_softmax(cases.softmax_shapes, cases.softmax_dtypes, timer, device,
+                        result["copy"]["gbs"], budget.phase(share), interpret, log,
+                        out=result["softmax"])
+        if "attention" in options.ops:
+            run_attention(cases.attention_shapes, cases.attention_dtypes, timer, device,
+                          budget.phase(CASES_SHARE), interpret, log, out=result["attention"])
+        result["overhead"] = _overhead(options, device, on_gpu, log)
+        from .tuning import tuning_history
 
-    result["tuning"] = tuning_history(options.db)
+        result["tuning"] = tuning_history(options.db)
+    except KeyboardInterrupt as stop:
+        # Minutes of measurements are not thrown away: the cases finished so far are written
+        # (marked interrupted), then the interrupt goes on, saying where they went.
+        result["meta"].update(wall_s=budget.elapsed(), interrupted=True)
+        log("interrupted: writing the cases finished so far")
+        save_outputs(result, Path(options.out), log)
+        stop.saved_in = Path(options.out)
+        raise
     result["meta"]["wall_s"] = budget.elapsed()
-    write_outputs(result, Path(options.out), log)
+    save_outputs(result, Path(options.out), log)
     log(summary(result))
     return result
+
+
+def save_outputs(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
+    """write_outputs; if --out cannot take them (disk full, folder gone), the JSON goes to the
+    temp folder instead and the OSError says where, so the measurements survive."""
+    try:
+        return write_outputs(result, out, log)
+    except OSError as err:
+        import tempfile
+
+        try:
+            fd, spare = tempfile.mkstemp(prefix="flashtune_bench-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(result, indent=1, default=str) + "\n")
+        except OSError:
+            raise err from None
+        raise OSError(f"could not write the report into {out} ({err}); the measurements are "
+                      f"saved in {spare}: flashtune report {spare} --out DIR renders them") from err
 
 
 def _overhead(options: BenchOptions, device: str, on_gpu: bool, log) -> dict | None:

@@ -30,11 +30,12 @@ def _dispatch_info(rows: int, cols: int, dtype: str, device: str) -> dict:
 
 
 def run_softmax(shapes, dtypes, timer: Timer, device: str, copy_gbs: float, phase: Phase,
-                interpret: bool, log: Callable[[str], None]) -> list[dict]:
+                interpret: bool, log: Callable[[str], None], out: list | None = None) -> list[dict]:
+    """Rows of every case, appended to ``out`` as each case ends (kept if the run is stopped)."""
     import torch
 
     impls = softmax_impls(interpret)
-    out: list[dict] = []
+    out = [] if out is None else out
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
         for n_rows, n_cols in shapes:

@@ -4,8 +4,10 @@ turning driver errors into messages a user can act on.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -97,7 +99,7 @@ def _sqlite_engine(url: URL, timeout: float, read_only: bool) -> Engine:
         event.listen(engine, "connect", _sqlite_on_connect_read_only)
     else:
         engine = create_engine(url, connect_args={"timeout": timeout})
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", functools.partial(_sqlite_on_connect, timeout=timeout))
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine
 
@@ -148,7 +150,7 @@ def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (_sqlite_on_begin)
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any, *, timeout: float) -> None:
     # We emit BEGIN ourselves (see _sqlite_on_begin); sqlite3's own handling would not let a
     # writer take the write lock up front.
     dbapi_connection.isolation_level = None
@@ -156,10 +158,27 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     try:
         # WAL: readers never wait for a writer; NORMAL: fsync at checkpoints only, still safe
         # against corruption in WAL mode (a power cut can lose the last few winners, no more).
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(cursor, timeout)
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any, timeout: float) -> None:
+    """PRAGMA journal_mode=WAL, retried: on a new file that another process is switching or
+    creating at the same moment, SQLite answers "locked" at once, without its busy timeout
+    (two tuners started together on a fresh database)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def _sqlite_on_begin(conn: Connection) -> None:

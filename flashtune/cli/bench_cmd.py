@@ -14,6 +14,7 @@ perf_counter timings (a smoke run of the harness; the numbers mean nothing).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .options import add_db_option
@@ -60,8 +61,15 @@ def run(args) -> int:
     budget = args.budget if args.budget is not None else (None if interpret else DEFAULT_GPU_BUDGET_S)
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     mode = "interpret" if interpret else ("quick" if args.quick else "full")
-    run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
-                           overhead=not args.no_overhead))
+    try:
+        run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
+                               overhead=not args.no_overhead))
+    except KeyboardInterrupt as stop:
+        saved = getattr(stop, "saved_in", None)
+        print("flashtune bench: interrupted; " + (
+            f"the cases finished so far are written in {saved}" if saved is not None else
+            "before any case finished: nothing written"), file=sys.stderr)
+        return 130
     return 0
 
 

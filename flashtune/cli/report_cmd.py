@@ -24,7 +24,13 @@ def run(args) -> int:
 
     result = load_result(args.result)
     out = args.out if args.out is not None else args.result.parent
-    written = render(result, out, print)
+    try:
+        written = render(result, out, print)
+        text = summary(result)
+    except (KeyError, AttributeError, IndexError) as err:
+        # load_result checks what the renderers read; this names the file if one slips past.
+        raise ValueError(f"{args.result}: damaged bench result ({type(err).__name__}: {err}); "
+                         "re-run flashtune bench, or restore the file") from None
     print("wrote " + ", ".join(str(p) for p in written))
-    print(summary(result))
+    print(text)
     return 0

@@ -28,7 +28,9 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -182,11 +184,14 @@ def run(args) -> int:
         print(f"flashtune tune: {err}", file=sys.stderr)
         return 1
     from ..cache import TuneDB
-    from ..tuner.session import run_session
+    from ..tuner.session import TuneInterrupted, run_session
 
     db = TuneDB(args.db)
     try:
-        result = run_session(problems, db, options, device=device)
+        with _sigterm_as_interrupt() as received:
+            result = run_session(problems, db, options, device=device)
+    except TuneInterrupted as stop:
+        return _report_interrupt(stop, received, db.url, args.journal)
     finally:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
@@ -196,3 +201,46 @@ def run(args) -> int:
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {p.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, a job scheduler's stop) ends the run like Ctrl-C: the worker is stopped
+    and the summary printed, instead of dying silently. Yields a list that gets "SIGTERM"."""
+    received: list[str] = []
+
+    def on_term(signum, frame):
+        received.append("SIGTERM")
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (an embedding program): keep its handling
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report_interrupt(stop, received: list, db_url: str, journal: str | None) -> int:
+    """What an interrupted run kept, on stderr; the shell's exit code for the signal."""
+    how = received[0] if received else "Ctrl-C"
+    done = [p for p in stop.result.problems if p.label != stop.interrupted]
+    won = sum(1 for p in done if p.winner is not None)
+    finished = (f"{won} of the {len(done)} finished problem(s) have their winner stored in "
+                f"{db_url}" if done else "no problem finished")
+    lines = [f"flashtune tune: interrupted ({how}) after {stop.result.wall_s:.1f} s; {finished}"]
+    if stop.interrupted is not None:
+        lines.append(f"flashtune tune: {stop.interrupted}: {stop.trials_kept} measured trial(s) "
+                     "kept, no winner stored (its search was cut short)")
+    if stop.not_started:
+        lines.append(f"flashtune tune: not started: {', '.join(stop.not_started)}")
+    if stop.interrupted is not None or stop.not_started:
+        lines.append("flashtune tune: to finish, run the same command again: " + (
+            f"configs already measured (kept in {journal}) are not measured again" if journal else
+            "every problem is searched again (stored winners stay unless beaten); --journal "
+            "PATH makes a run resumable"))
+    print("\n".join(lines), file=sys.stderr)
+    return 128 + (signal.SIGTERM if received else signal.SIGINT)

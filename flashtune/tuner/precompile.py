@@ -49,6 +49,9 @@ _COMPILE_ONLY = False  # set in pool processes once the compile-only launch is i
 def _init_child(device: str) -> None:
     # Never raise here: a failing Pool initializer makes the pool respawn processes forever.
     global _COMPILE_ONLY
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it terminates the pool
     try:
         import torch
         from triton.runtime.jit import KernelInterface

@@ -24,6 +24,21 @@ class NoDeviceError(RuntimeError):
     """No CUDA GPU and not in interpreter mode."""
 
 
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, turned into KeyboardInterrupt by the CLI) stopped a session.
+
+    A KeyboardInterrupt, so callers that do not know it still stop; ``result`` holds what was
+    done: the finished problems (their winners are in the database), then the interrupted one
+    (``error`` says how many of its trials were stored), then none for the problems never started.
+    """
+
+    def __init__(self, result: "SessionResult", interrupted: str | None, trials_kept: int,
+                 not_started: list[str]):
+        super().__init__(f"tuning interrupted during {interrupted or 'start-up'}")
+        self.result, self.interrupted = result, interrupted
+        self.trials_kept, self.not_started = trials_kept, not_started
+
+
 def interpreter_mode() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -94,6 +109,7 @@ class _Recorder:
 
     def __init__(self, db, device_info, family_hash, key):
         self.db, self.device, self.family, self.key = db, device_info, family_hash, key
+        self.recorded = 0  # trial rows written (what an interruption keeps of this problem)
 
     def trial(self, config: dict, m) -> None:
         if m.ok:
@@ -101,6 +117,7 @@ class _Recorder:
                                  median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
         else:
             self.db.record_trial(self.device, self.family, self.key, config, error=m.error or "failed")
+        self.recorded += 1
 
     def winner(self, result: ProblemResult) -> None:
         m = result.winner_ms
@@ -117,6 +134,7 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     from ..gen import template_family_hash
     from .storage import study_name
 
+    problems = list(problems)
     options = options or SessionOptions()
     device = device or pick_device()
     device_info = device_info or DeviceInfo.current(device)
@@ -131,8 +149,10 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     shared = max_shared_bytes(device)
     t0 = time.monotonic()
     results = []
+    current, recorder = None, None
     try:
         for i, tp in enumerate(problems):
+            current, recorder = tp, None
             tune_opts = options.family_tune.get(op_family(tp.op).name, options.tune)
             if options.total_budget_s is not None:
                 left = options.total_budget_s - (time.monotonic() - t0)
@@ -156,6 +176,22 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                 recorder.winner(result)
             progress.message(_summary(result))
             results.append(result)
+            current = None
+    except KeyboardInterrupt as err:
+        # Every finished problem's winner and every measured trial are already committed (one
+        # short transaction each); say so instead of a traceback. The interrupted problem gets
+        # no winner: its search was cut short and its finalists never re-timed.
+        kept = recorder.recorded if recorder is not None else 0
+        if current is not None:
+            results.append(ProblemResult(current.label(), 0, 0, error=(
+                f"interrupted; {kept} measured trial(s) kept in the database, no winner stored")))
+        started = len(results)
+        interrupted = TuneInterrupted(
+            SessionResult(device_info, results, time.monotonic() - t0,
+                          getattr(runner, "restarts", 0)),
+            current.label() if current is not None else None, kept,
+            [tp.label() for tp in problems[started:]])
+        raise interrupted from err
     finally:
         progress.close()
         if own_precompiler and precompiler is not None:

@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hashlib
 
 
@@ -32,7 +34,9 @@ def make_storage(spec: str | None):
         from optuna.storages.journal import JournalFileBackend
     except ImportError:  # optuna < 4.0 spelled it JournalFileStorage
         from optuna.storages import JournalFileStorage as JournalFileBackend
-    return JournalStorage(JournalFileBackend(str(spec)))
+    # "~" is expanded here as in the CLI's up-front check of the path (the shell does not
+    # expand it in --journal=~/x, and Optuna would make a folder named "~").
+    return JournalStorage(JournalFileBackend(str(Path(spec).expanduser())))
 
 
 def study_name(device_name: str, capability: str, family_hash: str, op: str, dtype: str,

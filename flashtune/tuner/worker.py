@@ -15,6 +15,7 @@ started on the next request, with the current problem set up again. The sweep go
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 import traceback
 import warnings
@@ -191,6 +192,9 @@ class LocalRunner:
 
 def _serve(conn, adapter, timing: TimingOptions) -> None:
     """The worker child's loop: one request, one reply; exits after a fatal fault."""
+    # Ctrl-C reaches the whole process group: the parent handles it (and kills this process);
+    # here it would only print a second traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     runner = LocalRunner(adapter, timing)
     while True:
         try:
@@ -209,12 +213,23 @@ def _serve(conn, adapter, timing: TimingOptions) -> None:
                 return
         except Exception as err:  # noqa: BLE001 - report, do not die silently
             reply = ("error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:
+            return  # the parent is gone (killed, or it gave up on this request)
         result = reply[1]
         fatal = isinstance(result, Measurement) and result.fatal or (
             isinstance(result, list) and any(m.fatal for m in result))
         if fatal:
             return  # the CUDA context is gone: the parent starts a fresh process
+
+
+# Longer waits than this mean "no limit": poll() cannot take inf or huge values (OverflowError).
+MAX_WAIT_S = 7 * 24 * 3600.0
+
+
+def _wait_s(timeout_s: float) -> float | None:
+    return None if timeout_s >= MAX_WAIT_S else timeout_s
 
 
 class ProcessRunner:
@@ -224,7 +239,7 @@ class ProcessRunner:
                  trial_timeout_s: float = 120.0, setup_timeout_s: float = 600.0):
         from .adapter import OpAdapter
 
-        if trial_timeout_s <= 0 or setup_timeout_s <= 0:
+        if not (trial_timeout_s > 0 and setup_timeout_s > 0):  # NaN fails too
             raise ValueError("trial_timeout_s and setup_timeout_s must be > 0")
         self.adapter = adapter if adapter is not None else OpAdapter()
         self.timing = timing or TimingOptions()
@@ -235,6 +250,7 @@ class ProcessRunner:
         self._proc = None
         self._conn = None
         self._child_task: Task | None = None
+        self._busy = False  # a request sent, its reply not read: the child is working
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")  # fork would inherit a (broken) CUDA context
@@ -244,6 +260,7 @@ class ProcessRunner:
         proc.start()
         child.close()
         self._proc, self._conn, self._child_task = proc, parent, None
+        self._busy = False
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -253,16 +270,20 @@ class ProcessRunner:
         if self._conn is not None:
             self._conn.close()
         self._proc, self._conn, self._child_task = None, None, None
+        self._busy = False
 
     def _request(self, kind: str, payload, timeout_s: float):
         """Send one request; (status, value) with status ok | error | timeout | crashed."""
         try:
+            self._busy = True
             self._conn.send((kind, payload))
-            if not self._conn.poll(timeout_s):
+            if not self._conn.poll(_wait_s(timeout_s)):
                 self._kill()
                 self.restarts += 1
                 return "timeout", f"timeout: no result after {timeout_s:g} s (worker restarted)"
-            return self._conn.recv()
+            reply = self._conn.recv()
+            self._busy = False
+            return reply
         except (EOFError, OSError, BrokenPipeError):
             code = self._proc.exitcode if self._proc is not None else None
             if self._proc is not None:
@@ -316,7 +337,8 @@ class ProcessRunner:
         return value
 
     def close(self) -> None:
-        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+        # Interrupted mid-request (Ctrl-C): the child is busy with a trial; do not wait for it.
+        if not self._busy and self._conn is not None and self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(("stop", None))
             except OSError:

@@ -1,0 +1,109 @@
+"""Shape checks of a bench result read back from JSON (``flashtune report``).
+
+A hand-edited or truncated JSON must fail with the file, the row and the key named, not with a
+KeyError from deep inside the Markdown or the plots. Only what the renderers read is required;
+extra keys are fine (newer writers may add some).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NUMBER = (int, float)
+# Keys every row has, by section (base of the case + the implementation's status).
+ROW_KEYS: dict[str, dict[str, tuple]] = {
+    "softmax": {"op": (str,), "shape": (str,), "dtype": (str,), "impl": (str,), "status": (str,),
+                "cols": (int,)},
+    "attention": {"op": (str,), "shape": (str,), "dtype": (str,), "impl": (str,),
+                  "status": (str,), "B": (int,), "H": (int,), "N": (int,), "D": (int,),
+                  "causal": (bool,)},
+}
+# Keys of a timed row ("ok"), by section.
+OK_KEYS = {"softmax": {"ms": _NUMBER, "gbs": _NUMBER}, "attention": {"ms": _NUMBER, "tflops": _NUMBER}}
+OVERHEAD_KEYS = {"shape": (list,), "dtype": (str,), "iters": (int,), "repeats": (int,),
+                 "choice": (str,), "summary": (str,), "results": (list,)}
+
+
+class ResultError(ValueError):
+    """The JSON is a bench result by its schema, but a part the report needs is missing or wrong."""
+
+
+def _is(value: Any, kinds: tuple) -> bool:
+    # bool is an int subclass: a number field holding true/false is a damaged file.
+    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+
+
+def _need(mapping: dict, keys: dict[str, tuple], where: str) -> None:
+    for key, kinds in keys.items():
+        if key not in mapping:
+            raise ResultError(f"{where}: missing key {key!r}")
+        if not _is(mapping[key], kinds):
+            raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)}, "
+                              f"got {mapping[key]!r}")
+
+
+def _optional(mapping: dict, key: str, kinds: tuple, where: str) -> None:
+    if mapping.get(key) is not None and not _is(mapping[key], kinds):
+        raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)} "
+                          f"or absent, got {mapping[key]!r}")
+
+
+def _if_present(mapping: dict, key: str, kinds: tuple, where: str) -> None:
+    """Absent is fine; present must be the right kind (the renderers read ``.get(key, {})``)."""
+    if key in mapping and not _is(mapping[key], kinds):
+        raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)} "
+                          f"or absent, got {mapping[key]!r}")
+
+
+def check_rows(section: str, rows: list) -> None:
+    for i, row in enumerate(rows):
+        where = f"{section} row {i}"
+        if not isinstance(row, dict):
+            raise ResultError(f"{where}: must be an object, got {type(row).__name__}")
+        _need(row, ROW_KEYS[section], where)
+        where += f" ({row['impl']} {row['shape']} {row['dtype']})"
+        if row["status"] == "ok":
+            _need(row, OK_KEYS[section], where)
+        for key in ("check", "speedup", "dispatch"):
+            _if_present(row, key, (dict,), where)
+        for peer, value in (row.get("speedup") or {}).items():
+            if value is not None and not _is(value, _NUMBER):
+                raise ResultError(f"{where}: speedup[{peer!r}] must be a number, got {value!r}")
+        for key in ("mib", "frac_copy"):
+            _optional(row, key, _NUMBER, where)
+
+
+def check_extras(data: dict) -> None:
+    """The optional parts: copy bandwidth, host overhead, tuning history, meta numbers."""
+    for key in ("wall_s", "budget_s"):
+        _optional(data["meta"], key, _NUMBER, "meta")
+    _if_present(data, "copy", (dict,), "result")
+    _optional(data.get("copy") or {}, "gbs", _NUMBER, "copy")
+    _optional(data, "overhead", (dict,), "result")
+    overhead = data.get("overhead") or {}
+    if "results" in overhead:
+        _need(overhead, OVERHEAD_KEYS, "overhead")
+        if len(overhead["shape"]) != 2:
+            raise ResultError(f"overhead: 'shape' must be [rows, cols], got {overhead['shape']!r}")
+        for i, r in enumerate(overhead["results"]):
+            if not isinstance(r, dict):
+                raise ResultError(f"overhead result {i}: must be an object")
+            _need(r, {"name": (str,), "host_us": _NUMBER, "wall_us": _NUMBER}, f"overhead result {i}")
+    _optional(data, "tuning", (dict,), "result")
+    problems = (data.get("tuning") or {}).get("problems") or []
+    if not isinstance(problems, list):
+        raise ResultError("tuning: 'problems' must be a list")
+    for i, p in enumerate(problems):
+        where = f"tuning problem {i}"
+        if not isinstance(p, dict):
+            raise ResultError(f"{where}: must be an object")
+        _need(p, {"op": (str,), "dtype": (str,), "bucket": (dict,), "trials": (list,)}, where)
+        _optional(p, "winner_ms", _NUMBER, where)
+        for j, t in enumerate(p["trials"]):
+            if not isinstance(t, dict):
+                raise ResultError(f"{where} trial {j}: must be an object")
+            _need(t, {"n": (int,), "status": (str,)}, f"{where} trial {j}")
+            if t["status"] == "ok" and not {"median_ms", "best_ms"} <= set(t):
+                raise ResultError(f"{where} trial {j}: an ok trial needs 'median_ms' and 'best_ms'")
+            for key in ("median_ms", "best_ms"):
+                _optional(t, key, _NUMBER, f"{where} trial {j}")

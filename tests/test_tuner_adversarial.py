@@ -1,0 +1,351 @@
+"""Adversarial checks of ``flashtune tune`` and ``flashtune bench``/``report``: nothing lost.
+
+Ctrl-C or SIGTERM in the middle of a multi-problem tune keeps the finished winners and the
+measured trials, exits promptly with a summary (no traceback) and leaves no worker behind; a
+problem whose every candidate fails does not stop the others; two tuners share one SQLite
+file; a damaged bench JSON is named, not a KeyError; bench measurements survive an interrupt
+and an output folder that cannot take them.
+
+The candidate list is cut to five small configs (the exhaustive softmax space takes ~15 s per
+problem to enumerate on these CPUs); everything else is the real pipeline.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from flashtune.cache import TuneDB
+from flashtune.cli import main
+from flashtune.tuner.families import SoftmaxFamily
+from flashtune.tuner.problems import parse_problem
+from flashtune.tuner.session import SessionOptions, run_session
+from flashtune.tuner.study import TuneOptions
+from flashtune.tuner.worker import Measurement, ProcessRunner
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = ["softmax:float32:8x100", "softmax:float16:8x100", "softmax:bfloat16:8x100"]
+
+# Run in a child: five candidates per problem, a marker file once the 2nd problem has measured a
+# trial (so the test signals mid-problem, not at a guessed time), then the real CLI.
+DRIVER = r"""
+import sys
+from pathlib import Path
+from flashtune.gen.softmax_space import OPS
+from flashtune.tuner import families, session
+
+def five(op, problem, device, max_shared_bytes):
+    space = OPS[op].space
+    return [space.complete(dict(regime="row", block=128, rows_per_program=4, num_warps=w,
+                                exp2=True)) for w in (1, 2, 4, 8, 16)], []
+
+families.SoftmaxFamily.candidates = staticmethod(five)
+marker, seen = Path(sys.argv[1]), [0]
+record = session._Recorder.trial
+
+def trial(self, config, m):
+    record(self, config, m)
+    seen[0] += 1
+    if seen[0] == int(sys.argv[2]):
+        marker.write_text("mid-problem")
+
+session._Recorder.trial = trial
+from flashtune.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def five_candidates(op, problem, device, max_shared_bytes):
+    from flashtune.gen.softmax_space import OPS
+
+    space = OPS[op].space
+    return [space.complete(dict(regime="row", block=128, rows_per_program=4, num_warps=w,
+                                exp2=True)) for w in (1, 2, 4, 8, 16)], []
+
+
+def _group_alive(pgid: int) -> list[str]:
+    """Processes of the group that are still running (zombies are dead: reaping is init's job)."""
+    ps = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-g", str(pgid)], capture_output=True,
+                        text=True)
+    return [line for line in ps.stdout.splitlines() if line.split()[1][0] != "Z"]
+
+
+def _tune_until_mid_problem(tmp_path, trials_before_signal: int):
+    db = tmp_path / "t.sqlite"
+    marker = tmp_path / "marker"
+    env = dict(os.environ, FLASHTUNE_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TRITON_INTERPRET", None)  # --interpret sets it
+    args = ["tune", "--interpret", "--db", f"sqlite:///{db}", "--trials", "3", "--top-k", "1",
+            "--mode", "grid", "--trial-timeout", "inf"]  # inf: no limit (was an OverflowError)
+    for text in PROBLEMS:
+        args += ["--problem", text]
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(marker), str(trials_before_signal),
+                             *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"tune ended before the 2nd problem: {proc.communicate()}")
+        time.sleep(0.05)
+    return proc, db
+
+
+@pytest.mark.parametrize("sig, to_group, code, name", [
+    (signal.SIGINT, True, 130, "Ctrl-C"),      # a terminal's Ctrl-C reaches the worker too
+    (signal.SIGTERM, False, 143, "SIGTERM"),   # kill PID: the parent must stop its worker
+])
+def test_interrupt_keeps_finished_winners_and_trials_and_leaves_no_worker(tmp_path, sig, to_group,
+                                                                          code, name):
+    proc, db_path = _tune_until_mid_problem(tmp_path, trials_before_signal=4)
+    t0 = time.monotonic()
+    (os.killpg if to_group else os.kill)(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == code, err
+    assert took < 15, f"exit took {took:.1f} s"
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert f"interrupted ({name})" in err
+    assert "1 of the 1 finished problem(s) have their winner stored" in err
+    assert re.search(r"softmax:float16:8x100: [12] measured trial\(s\) kept, no winner", err)
+    assert "not started: softmax:bfloat16:8x100" in err
+    time.sleep(0.5)
+    assert _group_alive(proc.pid) == [], "a worker process outlived the tune"
+
+    db = TuneDB(f"sqlite:///{db_path}")
+    try:
+        winners = db.winners()
+        assert [(w.key.dtype, w.trials) for w in winners] == [("float32", 3)]
+        w = winners[0]
+        from flashtune.cache import ProblemKey
+
+        half = ProblemKey.make("softmax", "float16", w.key.bucket_dict())
+        kept = db.trials(w.device, w.family_hash, half)
+        assert len(kept) >= 1 and all(t.status == "ok" for t in kept)  # none marked failed
+    finally:
+        db.close()
+
+
+def _fast_candidates(monkeypatch):
+    monkeypatch.setattr(SoftmaxFamily, "candidates", staticmethod(five_candidates))
+
+
+def test_problem_whose_every_candidate_fails_is_named_and_the_others_still_win(
+        tmp_path, monkeypatch, capsys):
+    from flashtune.tuner.adapter import SoftmaxAdapter
+
+    _fast_candidates(monkeypatch)
+    real = SoftmaxAdapter.launch
+
+    def launch(self, op, config, case):
+        if case.out.dtype == torch.float16:
+            raise RuntimeError("planted: every float16 variant fails")
+        real(self, op, config, case)
+
+    monkeypatch.setattr(SoftmaxAdapter, "launch", launch)
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    args = ["tune", "--interpret", "--no-isolate", "--quiet", "--db", url, "--trials", "3",
+            "--top-k", "1"]
+    for text in PROBLEMS:
+        args += ["--problem", text]
+    rc = main(args)
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "2/3 problems tuned" in out
+    assert "no winner for softmax:float16:8x100: no candidate passed" in err
+    with TuneDB(url) as db:
+        assert sorted(w.key.dtype for w in db.winners()) == ["bfloat16", "float32"]
+        w = db.winners()[0]
+        from flashtune.cache import ProblemKey
+
+        half = ProblemKey.make("softmax", "float16", w.key.bucket_dict())
+        failed = db.trials(w.device, w.family_hash, half)
+        assert len(failed) == 3 and all("planted" in t.error for t in failed)
+
+
+class TableRunner:
+    """Answers from a table: the session's database writes without kernels."""
+
+    def setup(self, task):
+        self.dtype = task.problem.dtype
+
+    def measure(self, config):
+        time.sleep(0.001)
+        t = 1.0 + config["num_warps"] / 100
+        return Measurement("ok", t, t, t)
+
+    def retime(self, configs, rounds):
+        return [self.measure(c) for c in configs]
+
+
+def test_two_tuners_on_one_sqlite_file_both_finish_and_no_winner_is_lost(tmp_path, monkeypatch):
+    _fast_candidates(monkeypatch)
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    problems = [parse_problem(f"softmax:{dt}:8x{c}") for dt in ("float32", "float16")
+                for c in (100, 300, 700)]
+    opts = SessionOptions(tune=TuneOptions(mode="grid", n_trials=5, top_k=2, retime_rounds=1),
+                          progress=False)
+    errors, results = [], []
+
+    def one(seed):
+        try:
+            with TuneDB(url) as db:
+                results.append(run_session(problems, db, opts, runner=TableRunner(), device="cpu"))
+        except BaseException as err:  # noqa: BLE001 - reported by the assert below
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert [r.winners for r in results] == [6, 6]
+    with TuneDB(url) as db:
+        winners = db.winners()
+        assert len(winners) == 6 and all(w.config["num_warps"] == 1 for w in winners)
+        assert all(len(db.trials(w.device, w.family_hash, w.key)) == 5 for w in winners)
+
+
+def test_endless_waits_do_not_overflow_and_nan_timeouts_are_refused():
+    from flashtune.tuner.worker import MAX_WAIT_S, _wait_s
+
+    assert _wait_s(float("inf")) is None and _wait_s(1e300) is None and _wait_s(MAX_WAIT_S) is None
+    assert _wait_s(2.5) == 2.5
+    with pytest.raises(ValueError):
+        ProcessRunner(trial_timeout_s=float("nan"))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_bad_budgets_are_refused_before_any_work(tmp_path, value, capsys):
+    for argv in (["tune", "--interpret", "--time-budget", value],
+                 ["tune", "--interpret", "--total-time", value]):
+        with pytest.raises(SystemExit) as stop:
+            main(argv + ["--db", f"sqlite:///{tmp_path / 'x.sqlite'}"])
+        assert stop.value.code == 2
+    assert main(["bench", "--interpret", "--budget", value, "--out", str(tmp_path / "b")]) == 2
+    assert "--budget must be > 0" in capsys.readouterr().err
+
+
+# -- report: a damaged JSON is named, not a traceback -----------------------------------------
+
+def _result() -> dict:
+    from flashtune.bench.report import SCHEMA
+
+    ok = {"op": "softmax", "shape": "4x128", "rows": 4, "cols": 128, "dtype": "float16",
+          "mib": 0.001, "impl": "flashtune", "status": "ok", "ms": 1.0, "p20_ms": 1.0,
+          "p80_ms": 1.0, "gbs": 2.0, "frac_copy": 0.5, "check": {"ok": True},
+          "speedup": {"torch.softmax": 1.5}, "dispatch": {"how": "default", "config": {}}}
+    peer = dict(ok, impl="torch.softmax", ms=1.5, gbs=1.3)
+    del peer["speedup"], peer["dispatch"]
+    att = {"op": "attention", "shape": "d16", "B": 1, "H": 2, "N": 64, "D": 16, "causal": True,
+           "dtype": "float16", "impl": "flashtune", "status": "ok", "ms": 1.0, "tflops": 0.1}
+    flex = dict(att, impl="flex", status="unavailable", error="no CUDA")
+    del flex["ms"], flex["tflops"]
+    return {"schema": SCHEMA, "meta": {"device": "cpu", "mode": "interpret", "wall_s": 3.0},
+            "softmax": [ok, peer], "attention": [att, flex], "copy": {"gbs": 4.0},
+            "overhead": None,
+            "tuning": {"problems": [{"op": "softmax", "dtype": "float16",
+                                     "bucket": {"rows_bucket": 4, "cols_bucket": 128},
+                                     "winner_ms": 1.0, "trials": [
+                                         {"n": 1, "status": "ok", "median_ms": 1.0, "best_ms": 1.0}]}]}}
+
+
+def _report(tmp_path, data, capsys):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    rc = main(["report", str(path), "--out", str(tmp_path / "out")])
+    return rc, capsys.readouterr()
+
+
+def test_report_renders_the_reference_result(tmp_path, capsys):
+    rc, captured = _report(tmp_path, _result(), capsys)
+    assert rc == 0, captured.err
+    assert (tmp_path / "out" / "flashtune_bench.md").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda d: d["softmax"][0].pop("gbs"), "softmax row 0 (flashtune 4x128 float16): missing key 'gbs'"),
+    (lambda d: d["softmax"][1].pop("impl"), "softmax row 1: missing key 'impl'"),
+    (lambda d: d["attention"][0].pop("causal"), "attention row 0: missing key 'causal'"),
+    (lambda d: d["attention"][0].pop("D"), "attention row 0: missing key 'D'"),
+    (lambda d: d["softmax"].__setitem__(0, "row"), "softmax row 0: must be an object"),
+    (lambda d: d["softmax"][0].__setitem__("speedup", None), "'speedup' must be dict"),
+    (lambda d: d["softmax"][0].__setitem__("gbs", "fast"), "'gbs' must be int/float"),
+    (lambda d: d.__setitem__("copy", None), "'copy' must be dict"),
+    (lambda d: d["meta"].__setitem__("wall_s", "3 s"), "'wall_s' must be int/float"),
+    (lambda d: d["tuning"]["problems"][0].pop("trials"), "tuning problem 0: missing key 'trials'"),
+    (lambda d: d.__setitem__("overhead", {"results": []}), "overhead: missing key 'shape'"),
+])
+def test_report_names_the_damaged_part_of_the_json(tmp_path, capsys, damage, words):
+    data = copy.deepcopy(_result())
+    damage(data)
+    rc, captured = _report(tmp_path, data, capsys)
+    assert rc == 2
+    assert "r.json" in captured.err and words in captured.err, captured.err
+
+
+def test_report_on_a_binary_file_names_it(tmp_path, capsys):
+    path = tmp_path / "junk.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["report", str(path)]) == 2
+    assert "junk.json: not JSON" in capsys.readouterr().err
+
+
+# -- bench: measurements survive -----------------------------------------------------------
+
+def test_bench_results_survive_an_output_folder_that_fails_at_the_end(tmp_path):
+    from flashtune.bench.runner import save_outputs
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError) as err:
+        save_outputs(_result(), blocker / "out", lambda line: None)
+    text = str(err.value)
+    assert "could not write the report" in text and "flashtune report" in text
+    spare = Path(text.split("saved in ")[1].split(":")[0])
+    try:
+        assert json.loads(spare.read_text())["softmax"] == _result()["softmax"]
+    finally:
+        spare.unlink()
+
+
+def test_bench_interrupted_mid_run_writes_the_cases_finished(tmp_path, monkeypatch):
+    import flashtune.dispatch as dispatch
+    from flashtune.bench.report import load_result
+    from flashtune.bench.runner import BenchOptions, run_bench
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{tmp_path / 'none.sqlite'}")
+    fired = []
+
+    def log(line):
+        if line.startswith("softmax ") and not fired:  # the first case is done: Ctrl-C
+            fired.append(line)
+            raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt) as stop:
+            run_bench(BenchOptions(out=tmp_path / "out", mode="interpret", ops=("softmax",),
+                                   overhead=False, log=log))
+    finally:
+        dispatch.reset()
+    assert stop.value.saved_in == tmp_path / "out"
+    result = load_result(tmp_path / "out" / "flashtune_bench.json")
+    assert result["meta"]["interrupted"] is True
+    assert len(result["softmax"]) >= 1 and result["softmax"][0]["impl"] == "flashtune"
+    assert "Interrupted" in (tmp_path / "out" / "flashtune_bench.md").read_text()
