@@ -73,23 +73,59 @@ def _brute_force(space):
     return out
 
 
-def test_pruned_enumeration_equals_the_filtered_product():
-    """exhaustive() cuts branches early; it must keep exactly the configs (and the order) of
-    filtering the whole product, also for constraints that read a tunable with .get(default)
-    or test membership, and for tunables read before or after the ones chosen first."""
-    def late_get(cfg):  # reads "c" (chosen last) with a default that would mislead if used
-        return "c needs a" if cfg.get("c", 2) == 2 and cfg["a"] != 1 else None
+def _toy_space(*constraints):
+    return VariantSpace("toy", (Param("a", int, (0, 1, 2, 3), 1, "a"),
+                                Param("b", int, (1, 2, 3), 1, "b"),
+                                Param("c", int, (0, 1, 2), 0, "c")), constraints)
 
-    def membership(cfg):
-        # always present in a whole config; a partial one must not answer "absent"
-        return "c is missing" if cfg["b"] == 3 and "c" not in cfg else None
 
-    space = VariantSpace("toy", (Param("a", int, (1, 2, 3), 1, "a"),
-                                 Param("b", int, (1, 2, 3), 1, "b"),
-                                 Param("c", int, (0, 1, 2), 0, "c")),
-                         (late_get, membership, lambda cfg: "a<b" if cfg["a"] < cfg["b"] else None))
+def late_get(cfg):  # reads "c" (chosen last) with a default that would mislead if used
+    return "c needs a" if cfg.get("c", 2) == 2 and cfg["a"] != 1 else None
+
+
+def membership(cfg):  # "c" is in every whole config; a partial one must not answer "absent"
+    return "c is missing" if cfg["b"] == 3 and "c" not in cfg else None
+
+
+def by_items(cfg):  # iterates: only judged on whole configs
+    return "at most one 3" if sum(v == 3 for _, v in cfg.items()) > 1 else None
+
+
+def catches_everything(cfg):  # a broad except must not turn "not chosen yet" into a rejection
+    try:
+        return "b > c" if cfg["b"] > cfg["c"] + 1 else None
+    except Exception:  # noqa: BLE001
+        return "unreadable"
+
+
+def guarded_division(cfg):  # relies on the constraint before it having rejected a == 0
+    return "b not a multiple" if 12 // cfg["a"] % cfg["b"] else None
+
+
+@pytest.mark.parametrize("constraints", [
+    (late_get, membership, lambda cfg: "a<b" if cfg["a"] < cfg["b"] else None),
+    (by_items,),
+    (catches_everything,),
+    (lambda cfg: "a=0" if cfg["a"] == 0 else None, guarded_division),
+], ids=["get-membership", "items", "broad-except", "guarded-division"])
+def test_pruned_enumeration_equals_the_filtered_product(constraints):
+    """exhaustive() cuts branches early; it must keep exactly the configs, in the same order,
+    of filtering the whole product with validate's rule."""
+    space = _toy_space(*constraints)
     assert [dict(c) for c in space.exhaustive()] == _brute_force(space)
-    assert [dict(c) for c in BACKWARD_SPACE.exhaustive()] == _brute_force(BACKWARD_SPACE)
+
+
+def test_pruned_enumeration_of_the_real_spaces():
+    from flashtune.gen.attention_space import SPACE as ATTENTION_SPACE
+
+    for space in (BACKWARD_SPACE, ATTENTION_SPACE):
+        assert [dict(c) for c in space.exhaustive()] == _brute_force(space)
+    forward = [dict(c) for c in FORWARD_SPACE.exhaustive()]  # 6.6M products: about 15 s
+    assert forward == _brute_force(FORWARD_SPACE)
+
+
+def test_a_space_without_tunables_has_one_config():
+    assert [dict(c) for c in VariantSpace("empty", ()).exhaustive()] == [{}]
 
 
 @pytest.mark.parametrize("shape", [(65536, 128), (4096, 50257), (16, 1048576), (1024, 65536),

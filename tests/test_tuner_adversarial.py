@@ -6,8 +6,8 @@ problem whose every candidate fails does not stop the others; two tuners share o
 file; a damaged bench JSON is named, not a KeyError; bench measurements survive an interrupt
 and an output folder that cannot take them.
 
-The candidate list is cut to five small configs (the exhaustive softmax space takes ~15 s per
-problem to enumerate on these CPUs); everything else is the real pipeline.
+The candidate list is cut to five small configs, so each trial is cheap; everything else is
+the real pipeline.
 """
 
 from __future__ import annotations
@@ -192,6 +192,36 @@ class TableRunner:
         return [self.measure(c) for c in configs]
 
 
+@pytest.mark.parametrize("where", ["storing the winner", "between problems"])
+def test_interrupt_summary_is_right_at_the_edges_of_a_problem(tmp_path, monkeypatch, where):
+    """Ctrl-C while problem 0's winner is written, or just after problem 0 is done: the
+    summary lists each problem once, and problem 1 as not started."""
+    from flashtune.tuner import session
+    from flashtune.tuner.session import TuneInterrupted
+
+    _fast_candidates(monkeypatch)
+    problems = [parse_problem(f"softmax:float32:8x{c}") for c in (100, 300, 700)]
+    labels = [tp.label() for tp in problems]
+
+    def interrupt(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session._Recorder if where == "storing the winner" else session,
+                        "winner" if where == "storing the winner" else "_summary", interrupt)
+    opts = SessionOptions(tune=TuneOptions(mode="grid", n_trials=3, top_k=1, retime_rounds=1),
+                          progress=False)
+    with TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}") as db, \
+            pytest.raises(TuneInterrupted) as caught:
+        run_session(problems, db, opts, runner=TableRunner(), device="cpu")
+    done = caught.value.result.problems
+    assert [r.label for r in done] == labels[:1]
+    assert caught.value.not_started == labels[1:]
+    if where == "storing the winner":
+        assert caught.value.interrupted == labels[0] and "being stored" in done[0].error
+    else:
+        assert caught.value.interrupted is None and done[0].winner is not None
+
+
 def test_two_tuners_on_one_sqlite_file_both_finish_and_no_winner_is_lost(tmp_path, monkeypatch):
     _fast_candidates(monkeypatch)
     url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
@@ -349,3 +379,23 @@ def test_bench_interrupted_mid_run_writes_the_cases_finished(tmp_path, monkeypat
     assert result["meta"]["interrupted"] is True
     assert len(result["softmax"]) >= 1 and result["softmax"][0]["impl"] == "flashtune"
     assert "Interrupted" in (tmp_path / "out" / "flashtune_bench.md").read_text()
+
+
+def test_bench_interrupted_before_any_case_leaves_an_earlier_result_alone(tmp_path, monkeypatch):
+    from flashtune.bench.runner import BenchOptions, run_bench
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = out / "flashtune_bench.json"
+    earlier.write_text('{"an": "earlier complete run"}\n')
+
+    def log(line):
+        if line.startswith("copy bandwidth"):  # before the first case
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as stop:
+        run_bench(BenchOptions(out=out, mode="interpret", ops=("softmax",), overhead=False,
+                               log=log))
+    assert not hasattr(stop.value, "saved_in")
+    assert earlier.read_text() == '{"an": "earlier complete run"}\n'

@@ -123,11 +123,17 @@ def run_bench(options: BenchOptions) -> dict:
         result["tuning"] = tuning_history(options.db)
     except KeyboardInterrupt as stop:
         # Minutes of measurements are not thrown away: the cases finished so far are written
-        # (marked interrupted), then the interrupt goes on, saying where they went.
+        # (marked interrupted), then the interrupt goes on, saying where they went. With no
+        # case finished there is nothing to keep, and an earlier run's files in --out stay.
+        if not (result["softmax"] or result["attention"]):
+            raise
         result["meta"].update(wall_s=budget.elapsed(), interrupted=True)
         log("interrupted: writing the cases finished so far")
-        save_outputs(result, Path(options.out), log)
-        stop.saved_in = Path(options.out)
+        try:
+            save_outputs(result, Path(options.out), log)
+            stop.saved_in = Path(options.out)
+        except OSError as err:  # still an interrupt (exit 130); say where the data went
+            log(str(err))
         raise
     result["meta"]["wall_s"] = budget.elapsed()
     save_outputs(result, Path(options.out), log)

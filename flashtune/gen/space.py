@@ -94,8 +94,10 @@ class Config(Mapping[str, Any]):
 _MAKE_TOKEN = object()
 
 
-class _Undecided(Exception):
-    """A constraint read a tunable that exhaustive() has not chosen yet."""
+class _Undecided(BaseException):
+    """A constraint read a tunable that exhaustive() has not chosen yet.
+
+    A BaseException, so that a constraint's own ``except Exception`` cannot swallow it."""
 
 
 class _PartialConfig(Mapping):
@@ -135,6 +137,11 @@ class _PartialConfig(Mapping):
         raise _Undecided("len of a partial config")
 
 # A constraint returns None when the config is fine, else a message saying what is wrong.
+# VariantSpace.exhaustive() also runs it on partial choices to cut branches early, which is
+# sound for constraints written as pure functions of the tunables they read through
+# cfg[name], cfg.get(name, default) or `name in cfg` (a read of a tunable not chosen yet
+# stops the call). A constraint must not judge the mapping's type or iterate over it to
+# reject a config: on a partial choice that could cut valid branches.
 Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
 
@@ -195,10 +202,10 @@ class VariantSpace:
         """Every config of the space that meets the constraints, in itertools.product order.
 
         The full product runs to millions of configs (softmax: 6.6M) of which a few percent
-        are valid, so tunables are chosen one at a time and a branch is cut as soon as some
-        constraint can already decide against it: the constraint is run on the partial choice
-        and reads of tunables not chosen yet raise _Undecided (constraints are pure functions
-        of the values they read, so a verdict reached without them holds for every completion).
+        are valid, so tunables are chosen one at a time and a branch is cut early when some
+        constraint already rejects the partial choice (see Constraint for what that relies on).
+        A complete choice is always judged exactly as ``validate`` judges it, on a plain dict,
+        so pruning can only save time: it never lets an invalid config through.
         """
         names = self.names
         choices = [p.exhaustive for p in self.params]
@@ -206,29 +213,37 @@ class VariantSpace:
         chosen: dict[str, Any] = {}
         partial = _PartialConfig(chosen, frozenset(names))
 
-        def ruled_out() -> bool:
+        def rejects_every_completion() -> bool:
             for constraint in self.constraints:
                 try:
                     if constraint(partial) is not None:
                         return True
                 except _Undecided:
-                    pass
+                    pass  # it needs a tunable not chosen yet
+                except Exception:  # noqa: BLE001 - e.g. a division guarded by another constraint
+                    pass  # not decidable on a partial choice; the complete one is judged below
             return False
+
+        def meets_constraints() -> bool:
+            raw = dict(chosen)
+            return all(c(raw) is None for c in self.constraints)
 
         def walk(depth: int) -> Iterator[Config]:
             name = names[depth]
             for value in choices[depth]:
                 chosen[name] = value
-                if ruled_out():
-                    continue
                 if depth == last:
-                    yield Config(self.name, tuple(chosen.items()), _MAKE_TOKEN)
-                else:
+                    if meets_constraints():
+                        yield Config(self.name, tuple(chosen.items()), _MAKE_TOKEN)
+                elif not rejects_every_completion():
                     yield from walk(depth + 1)
             del chosen[name]
 
-        if names:
-            yield from walk(0)
+        if not names:  # the product of no choices is one empty config
+            if meets_constraints():
+                yield Config(self.name, (), _MAKE_TOKEN)
+            return
+        yield from walk(0)
 
     def describe(self) -> str:
         """One line per tunable, for template headers and CLI help."""

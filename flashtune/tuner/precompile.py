@@ -15,10 +15,9 @@ recording the error properly. Used on CUDA only (the interpreter compiles nothin
 from __future__ import annotations
 
 import multiprocessing
-import time
 from typing import Any, Mapping
 
-from .worker import Task
+from .worker import MAX_WAIT_S, Task
 
 
 class _ShapeOnly:
@@ -125,9 +124,11 @@ class Precompiler:
         result = self._pending.pop(self._key(task, config), None)
         if result is None:
             return
-        deadline = time.monotonic() + self.timeout_s
+        # Waits past a week mean "no limit" (as in the worker): a huge or infinite timeout
+        # would overflow the lock wait inside get().
+        timeout = None if self.timeout_s >= MAX_WAIT_S else self.timeout_s
         try:
-            result.get(timeout=max(0.0, deadline - time.monotonic()))
+            result.get(timeout=timeout)
         except multiprocessing.TimeoutError:
             # A hung or crashed compile process: start a fresh pool, the worker compiles this one.
             self.close()

@@ -149,14 +149,16 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     shared = max_shared_bytes(device)
     t0 = time.monotonic()
     results = []
-    current, recorder = None, None
+    # Where an interruption lands: problem `index` is "searching" or "storing" (its winner
+    # being written) until its result is appended; stage None means between problems.
+    index, stage, recorder = 0, None, None
     try:
-        for i, tp in enumerate(problems):
-            current, recorder = tp, None
+        for index, tp in enumerate(problems):
+            stage, recorder = "searching", None
             tune_opts = options.family_tune.get(op_family(tp.op).name, options.tune)
             if options.total_budget_s is not None:
                 left = options.total_budget_s - (time.monotonic() - t0)
-                share = max(1.0, left / (len(problems) - i))
+                share = max(1.0, left / (len(problems) - index))
                 budget = min(share, tune_opts.time_budget_s or share)
                 tune_opts = _replace(tune_opts, time_budget_s=budget)
             key = tp.key()
@@ -172,25 +174,28 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
             except WorkerError as err:
                 progress.close()
                 result = ProblemResult(tp.label(), 0, 0, error=str(err))
+            stage = "storing"
             if result.winner is not None:
                 recorder.winner(result)
-            progress.message(_summary(result))
             results.append(result)
-            current = None
+            stage = None
+            progress.message(_summary(result))
     except KeyboardInterrupt as err:
         # Every finished problem's winner and every measured trial are already committed (one
         # short transaction each); say so instead of a traceback. The interrupted problem gets
         # no winner: its search was cut short and its finalists never re-timed.
         kept = recorder.recorded if recorder is not None else 0
+        current = problems[index] if stage is not None and len(results) == index else None
         if current is not None:
             results.append(ProblemResult(current.label(), 0, 0, error=(
-                f"interrupted; {kept} measured trial(s) kept in the database, no winner stored")))
-        started = len(results)
+                f"interrupted; {kept} measured trial(s) kept in the database, "
+                + ("no winner stored" if stage == "searching"
+                   else "its winner was being stored (check with `flashtune show`)"))))
         interrupted = TuneInterrupted(
             SessionResult(device_info, results, time.monotonic() - t0,
                           getattr(runner, "restarts", 0)),
             current.label() if current is not None else None, kept,
-            [tp.label() for tp in problems[started:]])
+            [tp.label() for tp in problems[len(results):]])
         raise interrupted from err
     finally:
         progress.close()

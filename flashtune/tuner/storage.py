@@ -17,9 +17,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hashlib
+from pathlib import Path
 
 
 def make_storage(spec: str | None):
