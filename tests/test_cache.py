@@ -150,12 +150,13 @@ def test_bad_trial_input_is_refused(sqlite_url):
         assert db.trials(DEV, FAMILY, KEY) == []
 
 
-@pytest.mark.parametrize("bad", [dict(sm_count=True), dict(sm_count=0), dict(name=""),
-                                 dict(capability=9.0)])
-def test_device_info_checks_its_fields(bad):
+@pytest.mark.parametrize("bad, error", [(dict(sm_count=True), TypeError),
+                                        (dict(sm_count=0), ValueError), (dict(name=""), TypeError),
+                                        (dict(capability=9.0), TypeError)])
+def test_device_info_checks_its_fields(bad, error):
     fields = dict(name="H100", capability="9.0", sm_count=132, triton_version="3.6.0")
     fields.update(bad)
-    with pytest.raises(TypeError):
+    with pytest.raises(error):
         DeviceInfo(**fields)
 
 
