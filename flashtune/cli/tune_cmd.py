@@ -233,8 +233,9 @@ def _report_interrupt(stop, received: list, db_url: str, journal: str | None) ->
                 f"{db_url}" if done else "no problem finished")
     lines = [f"flashtune tune: interrupted ({how}) after {stop.result.wall_s:.1f} s; {finished}"]
     if stop.interrupted is not None:
-        lines.append(f"flashtune tune: {stop.interrupted}: {stop.trials_kept} measured trial(s) "
-                     "kept, no winner stored (its search was cut short)")
+        cut = [p.error for p in stop.result.problems if p.label == stop.interrupted]
+        lines.append(f"flashtune tune: {stop.interrupted}: " + (cut[0] if cut and cut[0] else
+                     f"{stop.trials_kept} measured trial(s) kept, no winner stored"))
     if stop.not_started:
         lines.append(f"flashtune tune: not started: {', '.join(stop.not_started)}")
     if stop.interrupted is not None or stop.not_started:

@@ -188,9 +188,10 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
         current = problems[index] if stage is not None and len(results) == index else None
         if current is not None:
             results.append(ProblemResult(current.label(), 0, 0, error=(
-                f"interrupted; {kept} measured trial(s) kept in the database, "
-                + ("no winner stored" if stage == "searching"
-                   else "its winner was being stored (check with `flashtune show`)"))))
+                f"{kept} measured trial(s) kept, " + (
+                    "no winner stored (interrupted: its search was cut short)"
+                    if stage == "searching" else
+                    "interrupted while its winner was being stored (see `flashtune show`)"))))
         interrupted = TuneInterrupted(
             SessionResult(device_info, results, time.monotonic() - t0,
                           getattr(runner, "restarts", 0)),
