@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from flashtune.gen.softmax_space import OPS
@@ -79,7 +81,13 @@ def backward_case(op: str, y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor)
         peer = aten._log_softmax_backward_data(dy, y, -1, y.dtype)
     else:
         peer = aten._softmax_backward_data(dy, y, -1, y.dtype)
-    return check_accuracy(out, ref, peer, scale=softmax_backward_scale(y, dy, -1, log=log))
+    # The row sum of the backward adds n terms in an order that depends on the variant (chunks
+    # in sequence, a tree inside each): its rounding grows with the depth of that summation, about
+    # log2(n) steps, each up to an ulp of the sum's magnitude (softmax_backward_scale). torch on
+    # the CPU sums with more accumulators, so its error is no yardstick here.
+    depth = math.log2(max(2, y.shape[-1]))
+    return check_accuracy(out, ref, peer, slack_ulps=2.0 + depth,
+                          scale=softmax_backward_scale(y, dy, -1, log=log))
 
 
 def run_case(op: str, x: torch.Tensor, config):
