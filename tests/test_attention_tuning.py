@@ -63,7 +63,7 @@ def test_problem_syntax_round_trips_and_rejects_bad_text():
                        ("attention_fwd:float16:4x32x1000x128:causl", "causal"),
                        ("attention_fwd:float32:1x2x64x16", "dtype"),
                        ("attention_fwd:float16:1x2x64x12", "head dim"),
-                       ("attention_fwd:float16:0x2x64x16", "zero size")]:
+                       ("attention_fwd:float16:0x2x64x16", ">= 1")]:
         with pytest.raises(ValueError, match=words):
             parse_problem(bad)
 

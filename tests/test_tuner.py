@@ -187,7 +187,7 @@ def test_bad_problem_text_is_a_clear_value_error(text):
 
 @pytest.mark.parametrize("text, words", [
     ("softmax:float16:99999999999999999999x4", "elements"),  # a typo, refused before any work
-    ("attention_fwd:float16:1x1x0x64", "zero size"),
+    ("attention_fwd:float16:1x1x0x64", ">= 1"),
     ("softmax:float16:\uff14x4", "ROWSxCOLS"),  # a full-width digit passes str.isdigit
 ])
 def test_problem_shape_is_checked_before_tuning(text, words):

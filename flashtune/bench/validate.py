@@ -33,26 +33,26 @@ def _is(value: Any, kinds: tuple) -> bool:
     return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
 
 
+def _kinds(kinds: tuple) -> str:
+    return "/".join(k.__name__ for k in kinds)
+
+
 def _need(mapping: dict, keys: dict[str, tuple], where: str) -> None:
     for key, kinds in keys.items():
         if key not in mapping:
             raise ResultError(f"{where}: missing key {key!r}")
         if not _is(mapping[key], kinds):
-            raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)}, "
-                              f"got {mapping[key]!r}")
+            raise ResultError(f"{where}: {key!r} must be {_kinds(kinds)}, got {mapping[key]!r}")
 
 
-def _optional(mapping: dict, key: str, kinds: tuple, where: str) -> None:
-    if mapping.get(key) is not None and not _is(mapping[key], kinds):
-        raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)} "
-                          f"or absent, got {mapping[key]!r}")
-
-
-def _if_present(mapping: dict, key: str, kinds: tuple, where: str) -> None:
-    """Absent is fine; present must be the right kind (the renderers read ``.get(key, {})``)."""
-    if key in mapping and not _is(mapping[key], kinds):
-        raise ResultError(f"{where}: {key!r} must be {'/'.join(k.__name__ for k in kinds)} "
-                          f"or absent, got {mapping[key]!r}")
+def _optional(mapping: dict, key: str, kinds: tuple, where: str, null_ok: bool = True) -> None:
+    """Absent is fine (the renderers read ``.get(key)``), and so is null where ``null_ok``;
+    anything else must be the right kind."""
+    if key not in mapping or (null_ok and mapping[key] is None):
+        return
+    if not _is(mapping[key], kinds):
+        raise ResultError(f"{where}: {key!r} must be {_kinds(kinds)} or absent, "
+                          f"got {mapping[key]!r}")
 
 
 def check_rows(section: str, rows: list) -> None:
@@ -65,7 +65,7 @@ def check_rows(section: str, rows: list) -> None:
         if row["status"] == "ok":
             _need(row, OK_KEYS[section], where)
         for key in ("check", "speedup", "dispatch"):
-            _if_present(row, key, (dict,), where)
+            _optional(row, key, (dict,), where, null_ok=False)
         for peer, value in (row.get("speedup") or {}).items():
             if value is not None and not _is(value, _NUMBER):
                 raise ResultError(f"{where}: speedup[{peer!r}] must be a number, got {value!r}")
@@ -77,7 +77,7 @@ def check_extras(data: dict) -> None:
     """The optional parts: copy bandwidth, host overhead, tuning history, meta numbers."""
     for key in ("wall_s", "budget_s"):
         _optional(data["meta"], key, _NUMBER, "meta")
-    _if_present(data, "copy", (dict,), "result")
+    _optional(data, "copy", (dict,), "result", null_ok=False)
     _optional(data.get("copy") or {}, "gbs", _NUMBER, "copy")
     _optional(data, "overhead", (dict,), "result")
     overhead = data.get("overhead") or {}

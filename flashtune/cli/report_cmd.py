@@ -27,7 +27,6 @@ def run(args) -> int:
     # load_result has checked everything the renderers read: an error past it is our bug, and
     # keeps its traceback.
     written = render(result, out, print)
-    text = summary(result)
     print("wrote " + ", ".join(str(p) for p in written))
-    print(text)
+    print(summary(result))
     return 0

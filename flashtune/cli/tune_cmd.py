@@ -147,10 +147,10 @@ def _check_journal(journal: str | None) -> None:
     """Say a bad --journal path before minutes of work, not when the first study opens."""
     if journal is None or "://" in journal:
         return
-    folder = Path(journal).expanduser().parent
-    if not folder.is_dir():
-        raise ValueError(f"--journal: folder {folder} does not exist")
-    if Path(journal).expanduser().is_dir():
+    path = Path(journal).expanduser()
+    if not path.parent.is_dir():
+        raise ValueError(f"--journal: folder {path.parent} does not exist")
+    if path.is_dir():
         raise ValueError(f"--journal: {journal} is a folder; give a journal file path")
 
 

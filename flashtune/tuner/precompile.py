@@ -17,7 +17,7 @@ from __future__ import annotations
 import multiprocessing
 from typing import Any, Mapping
 
-from .worker import MAX_WAIT_S, Task
+from .worker import Task, wait_limit
 
 
 class _ShapeOnly:
@@ -124,11 +124,8 @@ class Precompiler:
         result = self._pending.pop(self._key(task, config), None)
         if result is None:
             return
-        # Waits past a week mean "no limit" (as in the worker): a huge or infinite timeout
-        # would overflow the lock wait inside get().
-        timeout = None if self.timeout_s >= MAX_WAIT_S else self.timeout_s
         try:
-            result.get(timeout=timeout)
+            result.get(timeout=wait_limit(self.timeout_s))  # inf would overflow inside get()
         except multiprocessing.TimeoutError:
             # A hung or crashed compile process: start a fresh pool, the worker compiles this one.
             self.close()

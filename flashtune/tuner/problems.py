@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,15 +78,12 @@ MAX_ELEMENTS = 1 << 36
 
 
 def _dims(text: str, count: int, what: str, example: str) -> list[int]:
+    """The sizes of a --problem shape; zero sizes are left to the family's own problem check."""
     dims = text.lower().split("x")
     if len(dims) != count or not all(d.strip().isascii() and d.strip().isdigit() for d in dims):
         raise ValueError(f"--problem shape must be {what} like {example}, got {text!r}")
     sizes = [int(d) for d in dims]
-    if min(sizes) < 1:
-        raise ValueError(f"--problem shape {text!r} has a zero size: there is nothing to tune")
-    numel = 1
-    for size in sizes:
-        numel *= size
+    numel = math.prod(sizes)
     if numel > MAX_ELEMENTS:
         raise ValueError(f"--problem shape {text!r} has {numel} elements; the tuner takes at most "
                          f"{MAX_ELEMENTS} (2**36)")
@@ -112,20 +110,20 @@ def parse_problem(text: str) -> TuneProblem:
     return TuneProblem(op, SoftmaxProblem(rows, cols, dtype))
 
 
+def _comma_list(text: str, option: str, noun: str, known) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"{option}: unknown {noun}(s) {unknown}; expected a comma list of {known}")
+    return names
+
+
 def parse_ops(text: str) -> tuple[str, ...]:
-    ops = tuple(o.strip() for o in text.split(",") if o.strip())
-    unknown = [o for o in ops if o not in OPS]
-    if unknown or not ops:
-        raise ValueError(f"--ops: unknown op(s) {unknown}; expected a comma list of {sorted(OPS)}")
-    return ops
+    return _comma_list(text, "--ops", "op", sorted(OPS))
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
-    dtypes = tuple(d.strip() for d in text.split(",") if d.strip())
-    unknown = [d for d in dtypes if d not in DTYPES]
-    if unknown or not dtypes:
-        raise ValueError(f"--dtypes: unknown dtype(s) {unknown}; expected a comma list of {list(DTYPES)}")
-    return dtypes
+    return _comma_list(text, "--dtypes", "dtype", list(DTYPES))
 
 
 def default_problems(ops=("softmax",), dtypes=DTYPES, interpret: bool = False) -> list[TuneProblem]:

@@ -228,7 +228,8 @@ def _serve(conn, adapter, timing: TimingOptions) -> None:
 MAX_WAIT_S = 7 * 24 * 3600.0
 
 
-def _wait_s(timeout_s: float) -> float | None:
+def wait_limit(timeout_s: float) -> float | None:
+    """A timeout for poll()/get(): None (no limit) for waits of a week or more."""
     return None if timeout_s >= MAX_WAIT_S else timeout_s
 
 
@@ -277,7 +278,7 @@ class ProcessRunner:
         try:
             self._busy = True
             self._conn.send((kind, payload))
-            if not self._conn.poll(_wait_s(timeout_s)):
+            if not self._conn.poll(wait_limit(timeout_s)):
                 self._kill()
                 self.restarts += 1
                 return "timeout", f"timeout: no result after {timeout_s:g} s (worker restarted)"
