@@ -40,9 +40,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = ["softmax:float32:8x100", "softmax:float16:8x100", "softmax:bfloat16:8x100"]
 
 # Run in a child: five candidates per problem, a marker file once the 2nd problem has measured a
-# trial (so the test signals mid-problem, not at a guessed time), then the real CLI.
+# trial (so the test signals mid-problem, not at a guessed time; the child then waits for the
+# signal, so the trials kept do not depend on timing), then the real CLI.
 DRIVER = r"""
 import sys
+import time
 from pathlib import Path
 from flashtune.gen.softmax_space import OPS
 from flashtune.tuner import families, session
@@ -61,6 +63,7 @@ def trial(self, config, m):
     seen[0] += 1
     if seen[0] == int(sys.argv[2]):
         marker.write_text("mid-problem")
+        time.sleep(60)  # wait here for the test's signal: no trial races past it
 
 session._Recorder.trial = trial
 from flashtune.cli import main
@@ -252,10 +255,10 @@ def test_two_tuners_on_one_sqlite_file_both_finish_and_no_winner_is_lost(tmp_pat
 
 
 def test_endless_waits_do_not_overflow_and_nan_timeouts_are_refused():
-    from flashtune.tuner.worker import MAX_WAIT_S, _wait_s
+    from flashtune.tuner.worker import MAX_WAIT_S, wait_limit
 
-    assert _wait_s(float("inf")) is None and _wait_s(1e300) is None and _wait_s(MAX_WAIT_S) is None
-    assert _wait_s(2.5) == 2.5
+    assert wait_limit(float("inf")) is None and wait_limit(1e300) is None
+    assert wait_limit(MAX_WAIT_S) is None and wait_limit(2.5) == 2.5
     with pytest.raises(ValueError):
         ProcessRunner(trial_timeout_s=float("nan"))
 
