@@ -68,7 +68,7 @@ def run(args) -> int:
         saved = getattr(stop, "saved_in", None)
         print("flashtune bench: interrupted; " + (
             f"the cases finished so far are written in {saved}" if saved is not None else
-            "before any case finished: nothing written"), file=sys.stderr)
+            f"nothing written to {args.out}"), file=sys.stderr)
         return 130
     return 0
 
