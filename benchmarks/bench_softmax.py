@@ -10,6 +10,7 @@ Until the tuner lands, the search here is a fixed candidate list: fp16 searches 
 bf16 and fp32 re-time fp16's best three plus their own heuristic default.
 
 Usage: python benchmarks/bench_softmax.py [--out DIR] [--shapes 4096x50257,...] [--dtypes ...]
+       [--regimes coop,...]
 """
 
 from __future__ import annotations
@@ -78,6 +79,19 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
                             out.append(dict(base, regime="split", block=blk, splits=splits,
                                             num_warps=warps, num_stages=stages, lane_stats=lane,
                                             l2_hint=hint, max_pass=max_pass))
+            splits *= 2
+    if cols > 4096:
+        # coop: the row over `splits` programs in one launch, each segment held in registers.
+        splits = 2
+        while splits <= min(128, sm_count):
+            seg = -(-cols // splits)
+            blk = max(16, next_pow2(seg))
+            if 1024 <= blk <= 32768 and rows * splits <= 64 * sm_count * 8:
+                for per_thread in (8, 16, 32, 64):
+                    warps = blk // (32 * per_thread)
+                    if 1 <= warps <= 32:
+                        out.append(dict(base, regime="coop", block=blk, splits=splits,
+                                        num_warps=warps))
             splits *= 2
     if cols > 32768 and rows >= sm_count:
         # Wide rows with many rows: sweep the online regime more finely.
@@ -172,6 +186,8 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(f"{r}x{c}" for r, c in SHAPES))
     parser.add_argument("--dtypes", default="float16,bfloat16,float32")
     parser.add_argument("--no-compile-peer", action="store_true")
+    parser.add_argument("--regimes", default="row,online,split,coop",
+                        help="comma list: search only candidates of these regimes")
     parser.add_argument("--budget", type=float, default=1e9,
                         help="seconds of search; past it, remaining shapes time only the default "
                              "and the first dtype's best three")
@@ -192,7 +208,8 @@ def main() -> int:
             problem = SoftmaxProblem(rows, cols, dtype_name)
             default = default_config("softmax", problem, sm_count)
             if dtype_name == dtypes[0] and time.time() - started < args.budget:
-                configs = candidates(rows, cols, sm_count)
+                regimes = set(args.regimes.split(","))
+                configs = [c for c in candidates(rows, cols, sm_count) if c["regime"] in regimes]
             else:
                 configs = list(best_fp16.get((rows, cols), []))
             if default not in configs:

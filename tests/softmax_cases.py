@@ -29,6 +29,9 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
     if regime == "row":
         shapes = [{"rows_per_program": r, "block": None} for r in (1, 4)]
         shapes.append({"rows_per_program": 1, "block": "double"})  # tile wider than the row
+    elif regime == "coop":
+        # segments held in registers; rows of 2 and 8 segments, tiles wider than some segments
+        shapes = [{"block": b, "splits": s} for b, s in ((16, 2), (64, 8), (256, 4))]
     else:
         # loop statistics: chunk-wise online, per-lane online, or (forward) max pass then sum
         stats = [{"lane_stats": False}, {"lane_stats": True}]
@@ -53,7 +56,7 @@ def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> 
     if block is None or block == "double":
         block = max(16, next_pow2(n_cols)) * (2 if block == "double" else 1)
     raw["block"] = block
-    if regime != "row":
+    if regime not in ("row", "coop"):
         raw["num_stages"] = 2
     raw.update(overrides)
     return raw

@@ -38,7 +38,7 @@ def test_validate_accepts_and_freezes():
     ({"block": 1000}, "outside the space"),
     ({"num_warps": 64}, "outside the space"),
     ({"regime": "fast"}, "outside the space"),
-    ({"splits": 4}, "splits must be 1 outside the split regime"),
+    ({"splits": 4}, "splits must be 1 outside the split and coop regimes"),
     ({"block": 32768}, "block must be <= 16384"),
 ])
 def test_validate_rejects(change, message):
@@ -141,7 +141,9 @@ def test_fitting_configs_fit_their_problem():
     problem = SoftmaxProblem(128, 3000, "float32")
     configs = list(fitting_configs("softmax", problem))
     assert configs and all(problem_misfit(c, problem) is None for c in configs)
-    assert {c["regime"] for c in configs} == {"row", "online", "split"}
+    assert {c["regime"] for c in configs} == {"row", "online", "split", "coop"}
+    backward = {c["regime"] for c in fitting_configs("softmax_backward", problem)}
+    assert backward == {"row", "online", "split"}
 
 
 def test_render_is_stable_and_parses():
@@ -154,12 +156,16 @@ def test_render_is_stable_and_parses():
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
-@pytest.mark.parametrize("regime", ["row", "online", "split"])
+@pytest.mark.parametrize("regime", ["row", "online", "split", "coop"])
 def test_header_lists_every_tunable_and_asserts(op, regime):
     space = OPS[op].space
+    if regime not in OPS[op].regimes:
+        with pytest.raises(ConfigError, match="regime"):
+            space.validate(dict(space.complete({}), regime=regime))
+        return
     raw = {p.name: p.default for p in space.params}
-    raw.update(regime=regime, num_stages=1 if regime == "row" else 2,
-               splits=4 if regime == "split" else 1)
+    raw.update(regime=regime, num_stages=1 if regime in ("row", "coop") else 2,
+               splits=4 if regime in ("split", "coop") else 1)
     source = render_variant(op, raw).source
     header = source.split("import triton")[0]
     for name in space.names:

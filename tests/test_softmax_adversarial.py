@@ -280,14 +280,15 @@ def _no_vmap_fallback():
 
 # --- GPU only -----------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("regime", ["row", "online", "split"])
+@pytest.mark.parametrize("regime", ["row", "online", "split", "coop"])
 def test_more_rows_than_grid_axis_1_allows_gpu(fresh_db, regime):
     """Rows ride grid axis 0 (limit 2**31 - 1), never axes 1/2 (limit 65535)."""
     from flashtune.gen.softmax_ops import softmax_forward
 
     config = {"row": dict(regime="row", block=64, rows_per_program=1, num_warps=1),
               "online": dict(regime="online", block=16, num_warps=1, num_stages=2),
-              "split": dict(regime="split", block=16, splits=2, num_warps=1, num_stages=2)}[regime]
+              "split": dict(regime="split", block=16, splits=2, num_warps=1, num_stages=2),
+              "coop": dict(regime="coop", block=32, splits=2, num_warps=1)}[regime]
     x = torch.randn(70_000, 40, device="cuda")
     for log in (False, True):
         out = softmax_forward(x, -1, log=log, config=OPS["softmax"].space.complete(config))

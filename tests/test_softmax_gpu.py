@@ -11,9 +11,9 @@ import zlib
 import pytest
 import torch
 
-from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, problem_misfit
+from flashtune.gen.softmax_space import OPS, SoftmaxProblem, problem_misfit
 
-from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, run_case
+from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, next_pow2, run_case
 
 pytestmark = pytest.mark.gpu
 
@@ -26,6 +26,10 @@ def _semantic(op, regime):
     forms = [{"exp2": True}, {"exp2": False}] if fwd else [{}]
     if regime == "row":
         shapes = [{"rows_per_program": r} for r in (1, 4)]
+    elif regime == "coop":
+        # block None: the smallest tile that holds a segment of the test row (see _coop_block)
+        # the first is the launch sweep's base; 128 and 256 > SMs / 4 on an H100/H200: two launches
+        shapes = [{"splits": s} for s in (16, 2, 32, 128, 256)]
     elif regime == "online":
         shapes = [{"block": b, "lane_stats": ls} for b in (256, 4096) for ls in (False, True)]
         if fwd:
@@ -40,9 +44,13 @@ def _semantic(op, regime):
     return [dict(s, **f) for s in shapes for f in forms]
 
 
+def _coop_block(n_cols, splits):
+    return min(32768, max(16, next_pow2(-(-n_cols // splits))))  # too small: a misfit, skipped
+
+
 def _launch_sweep(regime):
     """num_warps sweep at 2 stages, num_stages sweep at 8 warps, both L2 hints."""
-    if regime == "row":
+    if regime in ("row", "coop"):
         return [{"num_warps": w, "num_stages": 1} for w in (1, 2, 4, 8, 16, 32)]
     sweep = [{"num_warps": w, "num_stages": 2, "l2_hint": True} for w in (1, 2, 4, 8, 16, 32)]
     sweep += [{"num_warps": 8, "num_stages": s, "l2_hint": True} for s in (1, 3, 4)]
@@ -52,11 +60,11 @@ def _launch_sweep(regime):
 
 def _cases():
     for op in FORWARD_OPS + BACKWARD_OPS:
-        for regime in REGIMES:
+        for regime in OPS[op].regimes:
+            holds = regime in ("row", "coop")
             for dtype in DTYPES:
                 for knobs in _semantic(op, regime):
-                    launch = {"num_warps": 4, "num_stages": 1 if regime == "row" else 2,
-                              "l2_hint": regime != "row"}
+                    launch = {"num_warps": 4, "num_stages": 1 if holds else 2, "l2_hint": not holds}
                     yield op, regime, dict(knobs, **launch), dtype
             # the widest tile of the regime, so every warp count has work
             base = next(k for k in _semantic(op, regime) if k.get("block", 4096) == 4096)
@@ -74,7 +82,9 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
     ran = 0
     for rows, cols in ROW_SHAPES if regime == "row" else LOOP_SHAPES:
         raw = make_config(op, regime, knobs, cols)
-        if regime == "row" and raw["num_warps"] > 1:
+        if regime == "coop":
+            raw["block"] = _coop_block(cols, raw["splits"])
+        if regime in ("row", "coop") and raw["num_warps"] > 1:
             # at least 32 elements per warp in the tile
             raw["num_warps"] = min(raw["num_warps"], max(1, raw["block"] * raw["rows_per_program"] // 32))
         config = OPS[op].space.validate(raw)
@@ -87,3 +97,71 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
         record_variant(op, dtype, config)
         ran += 1
     assert ran >= 1
+
+
+# --- coop regime: the one-launch row barrier --------------------------------------------------
+def _coop(splits, n_cols, num_warps=8):
+    raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
+    raw["block"] = _coop_block(n_cols, splits)
+    raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
+    return OPS["softmax"].space.validate(raw)
+
+
+@pytest.mark.parametrize("rows,cols,splits", [(16, 1_048_576, 32), (4096, 50257, 4),
+                                              (3001, 777, 8), (1, 32768 * 128, 128)])
+def test_coop_repeated_launches_gpu(rows, cols, splits):
+    """Many waves of programs, launched back to back: every launch must find its counters
+    zeroed by the one before (a stale counter would release a row early: wrong results)."""
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    config = _coop(splits, cols)
+    for i in range(3):
+        x = (torch.randn(rows, cols, device="cuda") * (1 + 3 * i)).half()
+        out = softmax_forward(x, -1, config=config)
+        ref = torch.softmax(x.double(), -1)
+        torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-3, msg=f"launch {i}")
+
+
+def test_coop_four_streams_and_a_graph_gpu():
+    """Launches on four streams at once use separate counters and do not starve each other
+    (the largest one-launch splits); a captured graph replays."""
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    quarter = torch.cuda.get_device_properties(0).multi_processor_count // 4
+    splits = 1 << (quarter.bit_length() - 1)  # the largest power of two that runs in one launch
+    config = _coop(splits, 40000)
+    xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]
+    streams = [torch.cuda.Stream() for _ in range(4)]
+    outs = [None] * 4
+    torch.cuda.synchronize()
+    for _ in range(5):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[i] = softmax_forward(xs[i], -1, config=config)
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out, torch.softmax(x, -1))
+
+    x = torch.randn(64, 40000, device="cuda")
+    softmax_forward(x, -1, config=config)  # warm up (compile) outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = softmax_forward(x, -1, config=config)
+    for scale in (1.0, 7.0):
+        x.copy_(torch.randn_like(x) * scale)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, torch.softmax(x, -1))
+
+
+def test_coop_rows_of_minus_inf_and_nan_gpu():
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    x = torch.randn(64, 9000, device="cuda")
+    x[3] = float("-inf")
+    x[5, :4500] = float("-inf")  # whole segments of -inf in a finite row
+    x[7, 100] = float("nan")
+    for log in (False, True):
+        out = softmax_forward(x, -1, log=log, config=_coop(8, 9000))
+        torch.testing.assert_close(out, (torch.log_softmax if log else torch.softmax)(x, -1),
+                                   equal_nan=True)

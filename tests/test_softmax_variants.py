@@ -25,7 +25,7 @@ SHAPES = ((5, 1), (7, 37), (3, 300), (2, 1000))
 
 def _cases(ops):
     for op in ops:
-        for regime in REGIMES:
+        for regime in OPS[op].regimes:
             for knobs in semantic_knobs(op, regime):
                 for dtype in DTYPES:
                     name = "-".join(f"{k}={v}" for k, v in knobs.items())
@@ -60,7 +60,7 @@ def test_row_stride_and_non_last_dim(regime, device):
     """A strided row view and dim=0 give torch's result (the kernel sees any row stride)."""
     base = torch.randn(40, 96).to(device)
     x = base[::2, 8:72]  # row stride 192, 64 columns
-    knobs = semantic_knobs("softmax", regime)[0]
+    knobs = semantic_knobs("softmax", regime)[-1 if regime == "coop" else 0]  # fits 64 columns
     config = make_config("softmax", regime, knobs, 64)
     out = softmax_forward(x, -1, config=config)
     torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)

@@ -45,10 +45,10 @@ def compact_config(config: dict) -> str:
     parts = [str(regime), f"block={config.get('block')}"]
     if regime == "row":
         parts.append(f"rows={config.get('rows_per_program')}")
-    if regime == "split":
+    if regime in ("split", "coop"):
         parts.append(f"splits={config.get('splits')}")
     parts.append(f"warps={config.get('num_warps')}")
-    if regime != "row":
+    if regime not in ("row", "coop"):
         parts.append(f"stages={config.get('num_stages')}")
     if config.get("resident"):
         parts.append(f"resident={config.get('resident')}")

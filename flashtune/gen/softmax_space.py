@@ -13,9 +13,14 @@ from .space import Config, Param, VariantSpace
 
 POW2 = lambda lo, hi: tuple(1 << i for i in range(lo.bit_length() - 1, hi.bit_length()))  # noqa: E731
 
-REGIMES = ("row", "online", "split")
+BACKWARD_REGIMES = ("row", "online", "split")
+# coop: the split regime in one launch, each program holding its segment (forward only).
+FORWARD_REGIMES = BACKWARD_REGIMES + ("coop",)
+REGIMES = FORWARD_REGIMES  # every regime of some op
 MAX_TILE = 65536  # elements held on chip by one program in the row regime
+MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
+HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
 
 
 def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
@@ -23,15 +28,16 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
     regime = cfg["regime"]
     if regime != "row" and cfg["rows_per_program"] != 1:
         return "rows_per_program must be 1 outside the row regime"
-    if regime == "split" and cfg["splits"] < 2:
-        return "the split regime needs splits >= 2"
-    if regime != "split" and cfg["splits"] != 1:
-        return "splits must be 1 outside the split regime"
-    if regime == "row":
+    if regime in ("split", "coop") and cfg["splits"] < 2:
+        return f"the {regime} regime needs splits >= 2"
+    if regime not in ("split", "coop") and cfg["splits"] != 1:
+        return "splits must be 1 outside the split and coop regimes"
+    if regime in HOLDING_REGIMES:
         if cfg["num_stages"] != 1:
-            return "the row regime has no loop to pipeline: num_stages must be 1"
+            return f"the {regime} regime has no loop to pipeline: num_stages must be 1"
         if cfg["l2_hint"] or cfg["lane_stats"] or cfg.get("max_pass", False):
-            return "l2_hint, lane_stats and max_pass apply to chunk loops only (row regime: False)"
+            return (f"l2_hint, lane_stats and max_pass apply to chunk loops only "
+                    f"({regime} regime: False)")
     if regime != "online" and cfg.get("resident", 0):
         return "resident columns exist only in the online regime (0 otherwise)"
     if cfg.get("max_pass", False) and cfg["lane_stats"]:
@@ -43,6 +49,9 @@ def _tile_fits(cfg: Mapping[str, Any]) -> str | None:
     if cfg["regime"] == "row":
         if cfg["block"] * cfg["rows_per_program"] > MAX_TILE:
             return f"block * rows_per_program must be <= {MAX_TILE}"
+    elif cfg["regime"] == "coop":
+        if cfg["block"] > MAX_SEGMENT:
+            return f"block must be <= {MAX_SEGMENT} in the coop regime"
     elif cfg["block"] > MAX_CHUNK:
         return f"block must be <= {MAX_CHUNK} in the {cfg['regime']} regime"
     return None
@@ -55,11 +64,12 @@ def _threads_have_work(cfg: Mapping[str, Any]) -> str | None:
     return None
 
 
+_REGIME_DOC = ("row: whole row on chip; online: two-pass chunk scan; split: row over several "
+               "programs; coop: row over several programs in one launch (forward)")
 _COMMON = (
-    Param("regime", str, REGIMES, "row", "row: whole row on chip; online: two-pass chunk scan; split: row over several programs"),
     Param("block", int, POW2(16, MAX_TILE), 1024, "tile length along the row (power of two)"),
     Param("rows_per_program", int, POW2(1, 64), 1, "rows per program (row regime)"),
-    Param("splits", int, POW2(1, 256), 1, "programs per row (split regime)"),
+    Param("splits", int, POW2(1, 256), 1, "programs per row (split and coop regimes)"),
     Param("num_warps", int, POW2(1, 32), 4, "warps per program"),
     Param("num_stages", int, (1, 2, 3, 4), 1, "software pipelining depth of chunk loops"),
     Param("lane_stats", bool, (False, True), False, "keep loop statistics per lane, reduce once at the end"),
@@ -70,7 +80,7 @@ _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
 
 FORWARD_SPACE = VariantSpace(
     "softmax_fwd",
-    _COMMON + (
+    (Param("regime", str, FORWARD_REGIMES, "row", _REGIME_DOC),) + _COMMON + (
         Param("exp2", bool, (False, True), True, "exp(x) as exp2(x * log2 e)"),
         Param("max_pass", bool, (False, True), False,
               "loop statistics as a max-only pass then a sum pass (3 reads, no rescaling)"),
@@ -79,7 +89,9 @@ FORWARD_SPACE = VariantSpace(
     ),
     _CONSTRAINTS,
 )
-BACKWARD_SPACE = VariantSpace("softmax_bwd", _COMMON, _CONSTRAINTS)
+BACKWARD_SPACE = VariantSpace(
+    "softmax_bwd", (Param("regime", str, BACKWARD_REGIMES, "row", _REGIME_DOC),) + _COMMON,
+    _CONSTRAINTS)
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,10 @@ class SoftmaxOp:
     @property
     def space(self) -> VariantSpace:
         return FORWARD_SPACE if self.direction == "fwd" else BACKWARD_SPACE
+
+    @property
+    def regimes(self) -> tuple[str, ...]:
+        return FORWARD_REGIMES if self.direction == "fwd" else BACKWARD_REGIMES
 
     family = "softmax"
 
@@ -115,8 +131,8 @@ OPS = {
 }
 
 TEMPLATE_FAMILY = ("_softmax_common.py.jinja", "_softmax_bwd_common.py.jinja") + tuple(
-    f"{prefix}_{regime}.py.jinja" for prefix in ("softmax", "softmax_bwd") for regime in REGIMES
-)
+    f"softmax_{regime}.py.jinja" for regime in FORWARD_REGIMES) + tuple(
+    f"softmax_bwd_{regime}.py.jinja" for regime in BACKWARD_REGIMES)
 
 
 @dataclass(frozen=True)
@@ -143,7 +159,14 @@ def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
         return f"row regime with block {config['block']} cannot hold {problem.n_cols} columns"
     if config["regime"] == "split" and config["splits"] * config["block"] > _next_pow2(problem.n_cols) * 2:
         return "split regime with more segments than chunks of the row"
+    if config["regime"] == "coop" and _cdiv(problem.n_cols, config["splits"]) > config["block"]:
+        return (f"coop regime with {config['splits']} segments of block {config['block']} "
+                f"cannot hold {problem.n_cols} columns")
     return None
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _next_pow2(n: int) -> int:
@@ -195,4 +218,6 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             continue  # a larger tile than the row only adds masked lanes
         if config.get("resident", 0) * 2 > row_block:
             continue  # hold at most half the row: the rest must stream for this regime to pay
+        if config["regime"] == "coop" and config["block"] >= 2 * _cdiv(problem.n_cols, config["splits"]):
+            continue  # over half of every tile masked: fewer splits or a smaller block does better
         yield config
