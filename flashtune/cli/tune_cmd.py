@@ -75,7 +75,9 @@ def register(sub) -> None:
     how.add_argument("--time-budget", type=_positive_float, default=None, metavar="S",
                      help="seconds per problem (default 300)")
     how.add_argument("--total-time", type=_positive_float, default=None, metavar="S",
-                     help="seconds for the whole run, shared fairly by the problems")
+                     help="seconds for the whole run, shared fairly by the problems (re-timing "
+                          "and setup included); problems it leaves no time for are reported "
+                          "untuned")
     how.add_argument("--patience", type=_positive_int, default=None,
                      help="stop a problem after this many trials without a gain (default 12)")
     how.add_argument("--grid-limit", type=_positive_int, default=None,

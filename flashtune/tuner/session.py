@@ -152,14 +152,26 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     # Where an interruption lands: problem `index` is "searching" or "storing" (its winner
     # being written) until its result is appended; stage None means between problems.
     index, stage, recorder = 0, None, None
+    # Seconds each finished problem spent outside its search budget (listing candidates, making
+    # inputs, re-timing finalists): the next problems' searches leave that much room.
+    outside: list[float] = []
     try:
         for index, tp in enumerate(problems):
             stage, recorder = "searching", None
             tune_opts = options.family_tune.get(op_family(tp.op).name, options.tune)
             if options.total_budget_s is not None:
                 left = options.total_budget_s - (time.monotonic() - t0)
-                share = max(1.0, left / (len(problems) - index))
-                budget = min(share, tune_opts.time_budget_s or share)
+                if left <= 0:
+                    results.append(ProblemResult(tp.label(), 0, 0, error=(
+                        f"not tuned: the --total-time of {options.total_budget_s:g} s was spent "
+                        "before it started")))
+                    progress.message(_summary(results[-1]))
+                    stage = None
+                    continue
+                share = left / (len(problems) - index)
+                reserve = sum(outside) / len(outside) if outside else 0.0
+                budget = max(0.5, share - reserve)  # a search always measures one config
+                budget = min(budget, tune_opts.time_budget_s or budget)
                 tune_opts = _replace(tune_opts, time_budget_s=budget)
             key = tp.key()
             family = template_family_hash(tp.op)
@@ -178,6 +190,8 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
             if result.winner is not None:
                 recorder.winner(result)
             results.append(result)
+            if result.wall_s:
+                outside.append(max(0.0, result.wall_s - result.search_s))
             stage = None
             progress.message(_summary(result))
     except KeyboardInterrupt as err:

@@ -75,6 +75,7 @@ class ProblemResult:
     finalists: list[tuple[dict, Measurement]] = field(default_factory=list)  # re-timed
     stopped_by: str = ""
     wall_s: float = 0.0
+    search_s: float = 0.0  # the part of wall_s that the time budget governs (the search)
     error: str | None = None
 
     @property
@@ -190,6 +191,7 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
         _run_grid(search, space, defaults, result)
     else:
         _run_optuna(search, space, defaults, result, study_name or tp.label())
+    result.search_s = time.monotonic() - search.t0
     _finish(search, result)
     if progress is not None:
         progress.close()
