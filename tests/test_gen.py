@@ -214,3 +214,15 @@ def test_unwritable_cache_and_temp_dir_is_clear(tmp_path, monkeypatch):
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp")
     with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):
         load_variant("softmax", dict(GOOD, block=256))
+
+
+@pytest.mark.parametrize("regime", ["split", "coop"])
+def test_split_programs_beyond_the_grid_limit_are_a_misfit(regime):
+    """rows x splits programs ride one grid axis (at most 2**31 - 1): more is a misfit, so the
+    dispatcher never launches a grid the driver refuses (or a coop ticket that wraps)."""
+    config = OPS["softmax"].space.validate(dict(OPS["softmax"].space.complete({}), regime=regime,
+                                                block=1024, splits=4, num_stages=1))
+    fits = SoftmaxProblem(2**29 - 1, 4000, "float16")
+    assert problem_misfit(config, fits) is None
+    too_many = SoftmaxProblem(2**29, 4000, "float16")
+    assert "grid limit" in problem_misfit(config, too_many)

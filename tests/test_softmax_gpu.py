@@ -165,3 +165,34 @@ def test_coop_rows_of_minus_inf_and_nan_gpu():
         out = softmax_forward(x, -1, log=log, config=_coop(8, 9000))
         torch.testing.assert_close(out, (torch.log_softmax if log else torch.softmax)(x, -1),
                                    equal_nan=True)
+
+
+def test_coop_two_graphs_replayed_at_once_gpu():
+    """Graphs captured on torch's shared capture stream own their counters: two replayed at
+    once on two streams, and one replayed after an eager call that grows the cached counters."""
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    config = _coop(16, 20000)
+    xs = [torch.randn(rows, 20000, device="cuda") for rows in (64, 5000)]
+    for x in xs:
+        softmax_forward(x, -1, config=config)  # compile outside the capture
+    graphs, outs = [], []
+    for x in xs:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs.append(softmax_forward(x, -1, config=config))
+        graphs.append(graph)
+    streams = [torch.cuda.Stream() for _ in graphs]
+    torch.cuda.synchronize()
+    for _ in range(3):
+        for graph, stream in zip(graphs, streams):
+            with torch.cuda.stream(stream):
+                graph.replay()
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out, torch.softmax(x, -1))
+    softmax_forward(torch.randn(20000, 20000, device="cuda"), -1, config=config)  # grows the cache
+    xs[0].copy_(torch.randn_like(xs[0]) * 5)
+    graphs[0].replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(outs[0], torch.softmax(xs[0], -1))

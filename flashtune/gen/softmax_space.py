@@ -21,6 +21,7 @@ MAX_TILE = 65536  # elements held on chip by one program in the row regime
 MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
 HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
+MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
 
 
 def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
@@ -159,6 +160,9 @@ def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
         return f"row regime with block {config['block']} cannot hold {problem.n_cols} columns"
     if config["regime"] == "split" and config["splits"] * config["block"] > _next_pow2(problem.n_cols) * 2:
         return "split regime with more segments than chunks of the row"
+    if config["regime"] in ("split", "coop") and problem.n_rows * config["splits"] > MAX_PROGRAMS:
+        return (f"{config['regime']} regime: {problem.n_rows} rows x {config['splits']} splits "
+                f"programs exceed the grid limit of {MAX_PROGRAMS}")
     if config["regime"] == "coop" and _cdiv(problem.n_cols, config["splits"]) > config["block"]:
         return (f"coop regime with {config['splits']} segments of block {config['block']} "
                 f"cannot hold {problem.n_cols} columns")
