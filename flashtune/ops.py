@@ -57,14 +57,9 @@ def softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) ->
     """Softmax of ``x`` along ``dim`` (like torch.softmax) with the tuned kernel.
 
     ``dtype``: as in torch.softmax, ``x`` is cast to it before the op (a floating dtype)."""
-    # Hot path: every check below is a plain attribute read; a plan exists only for inputs
-    # that already passed the full checks of _call with this exact layout.
-    if (dtype is None and not _is_compiling() and type(x) is _Tensor
-            and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
-            and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
-        plan = _SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
-        if plan is not None:
-            return plan(x)
+    plan = _hot_plan(_SOFTMAX_PLANS, x, dim, dtype)
+    if plan is not None:
+        return plan(x)
     return _call(x, dim, False, dtype)
 
 
@@ -72,13 +67,22 @@ def log_softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None
     """Log-softmax of ``x`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
 
     ``dtype``: as in torch.log_softmax, ``x`` is cast to it before the op (a floating dtype)."""
+    plan = _hot_plan(_LOG_SOFTMAX_PLANS, x, dim, dtype)
+    if plan is not None:
+        return plan(x)
+    return _call(x, dim, True, dtype)
+
+
+def _hot_plan(plans, x, dim, dtype):
+    """The plan cached for exactly this call, or None (then _call runs the full checks).
+
+    Hot path: every check is a plain attribute read; a plan exists only for inputs that already
+    passed the full checks of _call with this exact layout."""
     if (dtype is None and not _is_compiling() and type(x) is _Tensor
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
-        plan = _LOG_SOFTMAX_PLANS.get((x.shape, x.stride(), x.dtype, x.device, dim))
-        if plan is not None:
-            return plan(x)
-    return _call(x, dim, True, dtype)
+        return plans.get((x.shape, x.stride(), x.dtype, x.device, dim))
+    return None
 
 
 def _cast(x, dtype):
