@@ -46,6 +46,12 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
     return [dict(shape, **form) for shape in shapes for form in exp_forms]
 
 
+def coop_block(n_cols: int, splits: int) -> int:
+    """The smallest coop tile that holds one of ``splits`` segments of the row (capped at the
+    regime's largest tile: past it the config is a misfit, which the callers skip)."""
+    return min(32768, max(16, next_pow2(-(-n_cols // splits))))
+
+
 def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> dict:
     space = OPS[op].space
     raw = {p.name: p.default for p in space.params}

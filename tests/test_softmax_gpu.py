@@ -13,7 +13,7 @@ import torch
 
 from flashtune.gen.softmax_space import OPS, SoftmaxProblem, problem_misfit
 
-from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, next_pow2, run_case
+from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, coop_block, make_config, run_case
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,7 @@ def _semantic(op, regime):
     if regime == "row":
         shapes = [{"rows_per_program": r} for r in (1, 4)]
     elif regime == "coop":
-        # block None: the smallest tile that holds a segment of the test row (see _coop_block)
+        # block None: the smallest tile that holds a segment of the test row (see coop_block)
         # the first is the launch sweep's base; 128 and 256 > SMs / 4 on an H100/H200: two launches
         shapes = [{"splits": s} for s in (16, 2, 32, 128, 256)]
     elif regime == "online":
@@ -42,10 +42,6 @@ def _semantic(op, regime):
         if fwd:
             shapes.append({"block": 1024, "splits": 4, "max_pass": True})
     return [dict(s, **f) for s in shapes for f in forms]
-
-
-def _coop_block(n_cols, splits):
-    return min(32768, max(16, next_pow2(-(-n_cols // splits))))  # too small: a misfit, skipped
 
 
 def _launch_sweep(regime):
@@ -83,7 +79,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
     for rows, cols in ROW_SHAPES if regime == "row" else LOOP_SHAPES:
         raw = make_config(op, regime, knobs, cols)
         if regime == "coop":
-            raw["block"] = _coop_block(cols, raw["splits"])
+            raw["block"] = coop_block(cols, raw["splits"])
         if regime in ("row", "coop") and raw["num_warps"] > 1:
             # at least 32 elements per warp in the tile
             raw["num_warps"] = min(raw["num_warps"], max(1, raw["block"] * raw["rows_per_program"] // 32))
@@ -102,7 +98,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
 # --- coop regime: the one-launch row barrier --------------------------------------------------
 def _coop(splits, n_cols, num_warps=8):
     raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
-    raw["block"] = _coop_block(n_cols, splits)
+    raw["block"] = coop_block(n_cols, splits)
     raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
     return OPS["softmax"].space.validate(raw)
 

@@ -8,7 +8,7 @@ import torch
 from flashtune.gen.softmax_ops import softmax_forward
 from flashtune.gen.softmax_space import OPS, REGIMES
 
-from softmax_cases import forward_case, make_config, next_pow2, semantic_knobs
+from softmax_cases import coop_block, forward_case, make_config, semantic_knobs
 
 FORWARD = ("softmax", "log_softmax")
 
@@ -21,7 +21,7 @@ def _configs(op, n_cols):
                 if knobs.get("rows_per_program", 1) == 1 and knobs.get("splits", 8) == 8:
                     raw = make_config(op, regime, knobs, n_cols)
                     if regime == "coop":  # the smallest tile that holds one of 8 segments
-                        raw["block"] = max(16, next_pow2(-(-n_cols // 8)))
+                        raw["block"] = coop_block(n_cols, 8)
                     yield OPS[op].space.validate(raw)
 
 

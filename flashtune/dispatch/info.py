@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..gen.softmax_space import HOLDING_REGIMES, SPLITTING_REGIMES
+
 
 def current_device_info():
     """The DeviceInfo kernels run on now (the current GPU, or the Triton interpreter)."""
@@ -45,10 +47,10 @@ def compact_config(config: dict) -> str:
     parts = [str(regime), f"block={config.get('block')}"]
     if regime == "row":
         parts.append(f"rows={config.get('rows_per_program')}")
-    if regime in ("split", "coop"):
+    if regime in SPLITTING_REGIMES:
         parts.append(f"splits={config.get('splits')}")
     parts.append(f"warps={config.get('num_warps')}")
-    if regime not in ("row", "coop"):
+    if regime not in HOLDING_REGIMES:
         parts.append(f"stages={config.get('num_stages')}")
     if config.get("resident"):
         parts.append(f"resident={config.get('resident')}")

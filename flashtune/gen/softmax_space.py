@@ -21,6 +21,7 @@ MAX_TILE = 65536  # elements held on chip by one program in the row regime
 MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
 HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
+SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
 MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
 
 
@@ -29,9 +30,9 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
     regime = cfg["regime"]
     if regime != "row" and cfg["rows_per_program"] != 1:
         return "rows_per_program must be 1 outside the row regime"
-    if regime in ("split", "coop") and cfg["splits"] < 2:
+    if regime in SPLITTING_REGIMES and cfg["splits"] < 2:
         return f"the {regime} regime needs splits >= 2"
-    if regime not in ("split", "coop") and cfg["splits"] != 1:
+    if regime not in SPLITTING_REGIMES and cfg["splits"] != 1:
         return "splits must be 1 outside the split and coop regimes"
     if regime in HOLDING_REGIMES:
         if cfg["num_stages"] != 1:
@@ -160,7 +161,7 @@ def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
         return f"row regime with block {config['block']} cannot hold {problem.n_cols} columns"
     if config["regime"] == "split" and config["splits"] * config["block"] > _next_pow2(problem.n_cols) * 2:
         return "split regime with more segments than chunks of the row"
-    if config["regime"] in ("split", "coop") and problem.n_rows * config["splits"] > MAX_PROGRAMS:
+    if config["regime"] in SPLITTING_REGIMES and problem.n_rows * config["splits"] > MAX_PROGRAMS:
         return (f"{config['regime']} regime: {problem.n_rows} rows x {config['splits']} splits "
                 f"programs exceed the grid limit of {MAX_PROGRAMS}")
     if config["regime"] == "coop" and _cdiv(problem.n_cols, config["splits"]) > config["block"]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from ..gen.softmax_space import HOLDING_REGIMES
 from ..gen.space import Config
 
 BRANCH = "regime"
@@ -40,7 +41,7 @@ def resource_misfit(config: Mapping[str, Any], dtype: str, max_shared_bytes: int
     """Why a config cannot work on this device (estimate, before compiling), or None."""
     threads = config.get("num_warps", 4) * 32
     tile = config.get("block", 0) * config.get("rows_per_program", 1)
-    if config.get("regime") in ("row", "coop") and tile / threads > MAX_VALUES_PER_THREAD:
+    if config.get("regime") in HOLDING_REGIMES and tile / threads > MAX_VALUES_PER_THREAD:
         return (f"register estimate: {tile // threads} fp32 values per thread "
                 f"(> {MAX_VALUES_PER_THREAD}) for a {tile}-element tile on {threads} threads")
     if max_shared_bytes is not None and config.get("regime") in ("online", "split"):
