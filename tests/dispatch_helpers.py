@@ -35,6 +35,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
         cfg["exp2"] = False
         cfg["max_pass"] = False
         cfg["resident"] = 0
+        cfg["align"] = False
     cfg.update(extra)
     return cfg
 

@@ -18,7 +18,7 @@ from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, OPS, Sof
                                          default_config, fitting_configs, problem_misfit)
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
-        "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0}
+        "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False}
 
 
 def test_validate_accepts_and_freezes():

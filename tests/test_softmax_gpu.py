@@ -36,6 +36,9 @@ def _semantic(op, regime):
             shapes += [{"block": 1024, "max_pass": True}, {"block": 1024, "resident": 4096},
                        {"block": 1024, "resident": 4096, "lane_stats": True},
                        {"block": 1024, "resident": 8192, "max_pass": True}]
+            shapes += [{"block": b, "align": True, "lane_stats": ls} for b in (256, 4096)
+                       for ls in (False, True)]
+            shapes.append({"block": 1024, "align": True, "max_pass": True})
     else:
         shapes = [{"block": b, "splits": s, "lane_stats": ls}
                   for b in (256, 4096) for s in (2, 16) for ls in (False, True)]

@@ -106,3 +106,28 @@ def test_coop_one_launch_path_gives_up_waiting_correctly(op):
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
         assert counters.tolist() == [0] * len(counters), f"counters left at {counters.tolist()}"
+
+
+@pytest.mark.parametrize("op", FORWARD_OPS)
+@pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
+def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
+    """align: rows walked from the 16-byte boundary before their start. Every lead (the row's
+    offset from that boundary), widths shorter than, equal to and past a chunk with the lead
+    added, a base pointer off a boundary (storage offset) and an output whose rows do not share
+    x's lead (strided: its stores take the unvectorized path) all give torch's result."""
+    cfg = OPS[op].space.complete(dict(regime="online", block=16, num_warps=1, num_stages=2,
+                                         align=True))
+    ref_fn = torch.log_softmax if OPS[op].log else torch.softmax
+    tol = dict(rtol=2e-3, atol=4e-3) if dtype == torch.float16 else dict(rtol=1e-5, atol=1e-6)
+    module = load_variant(op, cfg)
+    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40):
+        for pad, offset in ((0, 0), (3, 0), (5, 3)):
+            stride = cols + pad
+            storage = (torch.randn(6 * stride + offset) * 3).to(device=device, dtype=dtype)
+            x = storage[offset:].as_strided((6, cols), (stride, 1))
+            for y in (torch.empty(6, cols, device=device, dtype=dtype),
+                      torch.empty(6, cols + 1, device=device, dtype=dtype)[:, :cols]):
+                y.fill_(float("nan"))
+                module.launch(x, y)
+                torch.testing.assert_close(y.float(), ref_fn(x.double(), -1).float(), **tol,
+                                           msg=lambda m: f"cols={cols} pad={pad} offset={offset}: {m}")

@@ -42,6 +42,11 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
                     f"({regime} regime: False)")
     if regime != "online" and cfg.get("resident", 0):
         return "resident columns exist only in the online regime (0 otherwise)"
+    if cfg.get("align", False):
+        if regime != "online":
+            return "align applies to the online regime only (False otherwise)"
+        if cfg.get("resident", 0):
+            return "align walks the row from its first chunk: resident must be 0"
     if cfg.get("max_pass", False) and cfg["lane_stats"]:
         return "max_pass computes the sum against the final max: lane_stats must be False"
     return None
@@ -88,6 +93,10 @@ FORWARD_SPACE = VariantSpace(
               "loop statistics as a max-only pass then a sum pass (3 reads, no rescaling)"),
         Param("resident", int, (0, 256, 1024, 4096, 8192, 16384, 32768), 0,
               "online: leading columns held in registers across the passes (read once)"),
+        Param("align", bool, (False, True), False,
+              "online: walk each row from the 16-byte boundary at or before its start, so rows "
+              "of odd width load and store whole 16-byte vectors (the first and last chunks "
+              "masked)"),
     ),
     _CONSTRAINTS,
 )
@@ -209,7 +218,15 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         raw["exp2"] = True
         raw["max_pass"] = False
         raw["resident"] = 0
+        # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
+        raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
     return op.space.validate(raw)
+
+
+def _rows_aligned(problem: SoftmaxProblem) -> bool:
+    """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary."""
+    elem_bytes = 4 if problem.dtype == "float32" else 2
+    return problem.n_cols % (16 // elem_bytes) == 0
 
 
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
@@ -225,4 +242,6 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             continue  # hold at most half the row: the rest must stream for this regime to pay
         if config["regime"] == "coop" and config["block"] >= 2 * _cdiv(problem.n_cols, config["splits"]):
             continue  # over half of every tile masked: fewer splits or a smaller block does better
+        if config.get("align", False) and _rows_aligned(problem):
+            continue  # rows already start on 16-byte boundaries: the aligned walk only adds a head
         yield config
