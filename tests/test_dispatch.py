@@ -66,6 +66,17 @@ def test_nearest_fitting_bucket(fresh_db):
     torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
 
 
+def test_split_winners_serve_only_their_row_count(fresh_db):
+    # A coop winner tuned on 1024 rows (16 programs per row) is not "nearest" for 4096 rows:
+    # the problem gets the heuristic default; the same rows bucket still takes it.
+    coop = dict(row_config(4096, warps=8), regime="coop", splits=16)
+    seed(fresh_db, "softmax", "float32", (1024, 65536), coop)
+    picked = dispatch.choice("softmax", (4096, 50257), "float32", DEVICE)
+    assert picked.how == "default"
+    picked = dispatch.choice("softmax", (1024, 30000), "float32", DEVICE)
+    assert picked.how == "nearest" and picked.config.as_dict() == coop
+
+
 def test_default_when_nothing_fits(fresh_db):
     seed(fresh_db, "softmax", "float16", (8, 64), row_config(64))  # other dtype
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64),

@@ -22,6 +22,9 @@ class OpFamily:
     default: Callable[..., Any]  # (op, problem, sm_count) -> Config
     same: tuple[str, ...]  # bucket fields a nearest bucket must match exactly
     describe: Callable[[Any], str]
+    # (config, wanted bucket, tuned bucket) -> whether a winner of the tuned bucket may serve
+    # the wanted one as "nearest"; the default keeps every winner that fits.
+    transfers: Callable[[Any, dict, dict], bool] = lambda config, wanted, tuned: True
 
 
 def _softmax_text(p) -> str:
@@ -34,8 +37,16 @@ def _attention_text(p) -> str:
     return f"B{p.batch} H{heads} N{n} D{p.head_dim}{' causal' if p.causal else ''}"
 
 
+def _softmax_transfers(config, wanted: dict, tuned: dict) -> bool:
+    """A split or coop winner chose its splits for its own row count: rows x splits programs
+    fill the GPU for that count only (a coop winner of 1024 rows measured 0.62x the heuristic
+    default on 4096 rows, H100, 2026-11-21). It serves only buckets with the same rows."""
+    return (config["regime"] not in softmax_space.SPLITTING_REGIMES
+            or wanted["rows_bucket"] == tuned["rows_bucket"])
+
+
 SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
-                   softmax_space.default_config, (), _softmax_text)
+                   softmax_space.default_config, (), _softmax_text, _softmax_transfers)
 ATTENTION = OpFamily("attention", attention_space.problem_bucket, attention_space.problem_misfit,
                      attention_space.default_config, ("head_dim", "causal"),
                      _attention_text)

@@ -103,8 +103,9 @@ class WinnerTable:
         return [(op, dtype, e) for (op, dtype), d in sorted(self._entries.items()) for e in d.values()]
 
     def lookup(self, op: str, problem: Any) -> Lookup | None:
-        """The exact bucket's winner, else the nearest fitting one (same op and dtype, and the
-        family's must-match fields); None if nothing fits."""
+        """The exact bucket's winner, else the nearest fitting one (same op and dtype, the
+        family's must-match fields, and a config the family says transfers); None if nothing
+        fits."""
         by_bucket = self._entries.get((op, problem.dtype))
         if not by_bucket:
             return None
@@ -120,6 +121,8 @@ class WinnerTable:
                 continue
             distance = bucket_distance(wanted, bucket, family.same)
             if distance is None or problem_misfit(entry.config, problem) is not None:
+                continue
+            if not family.transfers(entry.config, dict(wanted), dict(bucket)):
                 continue
             rank = (distance, repr(bucket))  # ties: a fixed order, so every process agrees
             if best is None or rank < best[0]:
