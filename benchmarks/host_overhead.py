@@ -107,8 +107,9 @@ def fast_launch_report(x) -> dict:
     import flashtune.dispatch as dispatch
     from flashtune.dispatch import fast_launch
 
-    plan = dispatch.RUNTIME.plans["softmax"].get(
-        (x.shape, x.stride(), x.dtype, x.get_device(), -1))
+    plans = dispatch.RUNTIME.plans["softmax"]  # keyed as flashtune.dispatch.runtime keys them
+    base = (x.shape, x.stride(), x.dtype, x.device)
+    plan = plans.get(base + (-1,)) or plans.get(base + (x.dim() - 1,))
     kernels = getattr(getattr(plan, "launch", None), "fast_kernels", ())
     return {"status": fast_launch.status(),
             "public_op_fast_calls": sum(k.fast_calls for k in kernels),
