@@ -117,6 +117,8 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
                             out.append(dict(base, regime="online", block=blk, num_warps=warps,
                                             num_stages=stages, lane_stats=lane, l2_hint=False,
                                             max_pass=max_pass))
+    if cols % 8:  # fp16 rows start off 16-byte boundaries: add the aligned walk
+        out += [dict(c, align=True) for c in out if c["regime"] == "online" and not c["resident"]]
     space = OPS["softmax"].space
     valid = []
     for raw in out:
