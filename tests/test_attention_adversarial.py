@@ -184,6 +184,22 @@ def test_scales(device):
             flashtune.attention(q, k, v, scale=huge)
 
 
+@pytest.mark.parametrize("persistent", (False, True))
+def test_scales_on_unmasked_key_tiles(device, persistent):
+    """Scales that are not > 0 take the unfolded path of the unmasked key loop (max of the
+    scaled scores, not scale x max); positive ones fold the scale into the exponent. Lengths of
+    several 16-key tiles, so most tiles are unmasked, causal or not. Scores of a few hundred
+    overflow exp unless the subtracted row max is the true one."""
+    q, k, v = _qkv(device, nq=48, nk=64)
+    q = q * 20
+    for scale in (0.0, -0.7, -1e-30, 0.3):
+        for causal in (False, True):
+            out, lse = attention_ops.attention_forward(
+                q, k, v, causal, scale, True,
+                config=config(BLOCK_M=16, BLOCK_N=16, persistent=persistent))
+            assert check_case(out, lse, q, k, v, causal, scale) is None, (scale, causal)
+
+
 def test_huge_logits_stay_finite(device):
     q, k, v = _qkv(device, d=32)
     q = q * 1000  # scores ~ 1e4: exp overflows unless the running max is subtracted

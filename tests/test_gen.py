@@ -40,6 +40,9 @@ def test_validate_accepts_and_freezes():
     ({"regime": "fast"}, "outside the space"),
     ({"splits": 4}, "splits must be 1 outside the split and coop regimes"),
     ({"block": 32768}, "block must be <= 16384"),
+    ({"align": True, "resident": 1024}, "align walks the row from its first chunk"),
+    ({"align": True, "regime": "row", "num_stages": 1, "lane_stats": False, "l2_hint": False},
+     "align applies to the online regime only"),
 ])
 def test_validate_rejects(change, message):
     raw = dict(GOOD, **change)
@@ -144,6 +147,21 @@ def test_fitting_configs_fit_their_problem():
     assert {c["regime"] for c in configs} == {"row", "online", "split", "coop"}
     backward = {c["regime"] for c in fitting_configs("softmax_backward", problem)}
     assert backward == {"row", "online", "split"}
+
+
+@pytest.mark.parametrize("dtype,cols,aligned", [
+    ("float16", 50257, False), ("bfloat16", 65540, False), ("float16", 65536, True),
+    ("float32", 50258, False), ("float32", 65540, True)])
+def test_align_only_where_rows_start_off_a_boundary(dtype, cols, aligned):
+    """The default walks rows from 16-byte boundaries exactly when a contiguous row of this
+    width starts off one (16 // element size columns), and the tuner's candidate list offers
+    the aligned walk only then."""
+    problem = SoftmaxProblem(4096, cols, dtype)
+    config = default_config("softmax", problem)
+    assert config["regime"] == "online" and config["align"] is (not aligned)
+    offered = {c["align"] for c in fitting_configs("softmax", SoftmaxProblem(256, cols, dtype))
+               if c["regime"] == "online"}
+    assert offered == ({False} if aligned else {False, True})
 
 
 def test_render_is_stable_and_parses():
