@@ -77,6 +77,20 @@ def test_split_winners_serve_only_their_row_count(fresh_db):
     assert picked.how == "nearest" and picked.config.as_dict() == coop
 
 
+def test_row_per_program_winners_do_not_serve_too_few_rows(fresh_db):
+    # An online winner tuned on 1024 rows (one program per row) would leave most SMs idle on
+    # 16 rows: they get the heuristic default (split on a GPU); 256 rows still take it.
+    # A winner tuned on few rows may serve as many or more rows (the second seed).
+    online = dict(row_config(4096, warps=8), regime="online", num_stages=2)
+    seed(fresh_db, "softmax", "float32", (1024, 200000), online)
+    seed(fresh_db, "softmax", "float32", (8, 3000), row_config(4096, rows=1, warps=8))
+    picked = dispatch.choice("softmax", (16, 200000), "float32", DEVICE)
+    assert picked.how == "default"
+    picked = dispatch.choice("softmax", (256, 200000), "float32", DEVICE)
+    assert picked.how == "nearest" and picked.config.as_dict() == online
+    assert dispatch.choice("softmax", (64, 3000), "float32", DEVICE).how == "nearest"
+
+
 def test_default_when_nothing_fits(fresh_db):
     seed(fresh_db, "softmax", "float16", (8, 64), row_config(64))  # other dtype
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64),

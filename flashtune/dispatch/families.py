@@ -37,12 +37,22 @@ def _attention_text(p) -> str:
     return f"B{p.batch} H{heads} N{n} D{p.head_dim}{' causal' if p.causal else ''}"
 
 
+# Rows that keep every SM of an H100/H200 (132) busy with one program per row, rounded to a
+# bucket: below it, a config with one program per row leaves SMs idle.
+_FILLING_ROWS = 128
+
+
 def _softmax_transfers(config, wanted: dict, tuned: dict) -> bool:
-    """A split or coop winner chose its splits for its own row count: rows x splits programs
-    fill the GPU for that count only (a coop winner of 1024 rows measured 0.62x the heuristic
-    default on 4096 rows, H100, 2026-11-21). It serves only buckets with the same rows."""
-    return (config["regime"] not in softmax_space.SPLITTING_REGIMES
-            or wanted["rows_bucket"] == tuned["rows_bucket"])
+    """Whether a winner tuned for one rows bucket may serve another.
+
+    A split or coop winner chose its splits for its own row count: rows x splits programs fill
+    the GPU for that count only (a coop winner of 1024 rows measured 0.62x the heuristic
+    default on 4096 rows, H100, 2026-11-21); it serves only buckets with the same rows. A
+    winner with one program per row (or fewer) tuned where rows filled the GPU does not serve
+    a bucket whose rows do not: there the default splits rows instead."""
+    if config["regime"] in softmax_space.SPLITTING_REGIMES:
+        return wanted["rows_bucket"] == tuned["rows_bucket"]
+    return wanted["rows_bucket"] >= min(tuned["rows_bucket"], _FILLING_ROWS)
 
 
 SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
