@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from flashtune.gen.softmax_space import OPS
+from flashtune.gen.softmax_space import HOLDING_REGIMES, OPS
 from flashtune.reference import (check_accuracy, softmax_backward_ref, softmax_backward_scale,
                                  softmax_ref)
 
@@ -43,7 +43,8 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
         if fwd and regime == "online":
             # leading columns held in registers (wider than some test rows, narrower than others)
             shapes += [dict(st, block=64, resident=256) for st in stats]
-            # rows walked from 16-byte boundaries: whole chunks unmasked, head and tail masked
+            # rows walked from 16-byte boundaries: whole vectors in chunks, the partial
+            # vectors at both ends apart
             shapes += [dict(st, block=b, align=True) for b in (16, 64) for st in stats]
     return [dict(shape, **form) for shape in shapes for form in exp_forms]
 
@@ -64,7 +65,7 @@ def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> 
     if block is None or block == "double":
         block = max(16, next_pow2(n_cols)) * (2 if block == "double" else 1)
     raw["block"] = block
-    if regime not in ("row", "coop"):
+    if regime not in HOLDING_REGIMES:
         raw["num_stages"] = 2
     raw.update(overrides)
     return raw

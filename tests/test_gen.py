@@ -14,8 +14,9 @@ from flashtune.gen import ConfigError, load_variant, render_variant, source_path
 from flashtune.gen import loader as loader_mod
 from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
-from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, OPS, SoftmaxProblem,
-                                         default_config, fitting_configs, problem_misfit)
+from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES, OPS,
+                                         SPLITTING_REGIMES, SoftmaxProblem, default_config,
+                                         fitting_configs, problem_misfit)
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
         "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False}
@@ -182,8 +183,8 @@ def test_header_lists_every_tunable_and_asserts(op, regime):
             space.validate(dict(space.complete({}), regime=regime))
         return
     raw = {p.name: p.default for p in space.params}
-    raw.update(regime=regime, num_stages=1 if regime in ("row", "coop") else 2,
-               splits=4 if regime in ("split", "coop") else 1)
+    raw.update(regime=regime, num_stages=1 if regime in HOLDING_REGIMES else 2,
+               splits=4 if regime in SPLITTING_REGIMES else 1)
     source = render_variant(op, raw).source
     header = source.split("import triton")[0]
     for name in space.names:

@@ -11,7 +11,7 @@ import zlib
 import pytest
 import torch
 
-from flashtune.gen.softmax_space import OPS, SoftmaxProblem, problem_misfit
+from flashtune.gen.softmax_space import HOLDING_REGIMES, OPS, SoftmaxProblem, problem_misfit
 
 from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, coop_block, make_config, run_case
 
@@ -49,7 +49,7 @@ def _semantic(op, regime):
 
 def _launch_sweep(regime):
     """num_warps sweep at 2 stages, num_stages sweep at 8 warps, both L2 hints."""
-    if regime in ("row", "coop"):
+    if regime in HOLDING_REGIMES:
         return [{"num_warps": w, "num_stages": 1} for w in (1, 2, 4, 8, 16, 32)]
     sweep = [{"num_warps": w, "num_stages": 2, "l2_hint": True} for w in (1, 2, 4, 8, 16, 32)]
     sweep += [{"num_warps": 8, "num_stages": s, "l2_hint": True} for s in (1, 3, 4)]
@@ -60,7 +60,7 @@ def _launch_sweep(regime):
 def _cases():
     for op in FORWARD_OPS + BACKWARD_OPS:
         for regime in OPS[op].regimes:
-            holds = regime in ("row", "coop")
+            holds = regime in HOLDING_REGIMES
             for dtype in DTYPES:
                 for knobs in _semantic(op, regime):
                     launch = {"num_warps": 4, "num_stages": 1 if holds else 2, "l2_hint": not holds}
@@ -83,7 +83,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
         raw = make_config(op, regime, knobs, cols)
         if regime == "coop":
             raw["block"] = coop_block(cols, raw["splits"])
-        if regime in ("row", "coop") and raw["num_warps"] > 1:
+        if regime in HOLDING_REGIMES and raw["num_warps"] > 1:
             # at least 32 elements per warp in the tile
             raw["num_warps"] = min(raw["num_warps"], max(1, raw["block"] * raw["rows_per_program"] // 32))
         config = OPS[op].space.validate(raw)

@@ -112,6 +112,7 @@ class WinnerTable:
         family = family_of(op)
         problem_misfit = family.misfit
         wanted = bucket_key(op, problem)
+        wanted_fields = dict(wanted)
         exact = by_bucket.get(wanted)
         if exact is not None and problem_misfit(exact.config, problem) is None:
             return Lookup(exact.config, "exact", exact.bucket)
@@ -122,7 +123,7 @@ class WinnerTable:
             distance = bucket_distance(wanted, bucket, family.same)
             if distance is None or problem_misfit(entry.config, problem) is not None:
                 continue
-            if not family.transfers(entry.config, dict(wanted), dict(bucket)):
+            if not family.transfers(entry.config, wanted_fields, dict(bucket)):
                 continue
             rank = (distance, repr(bucket))  # ties: a fixed order, so every process agrees
             if best is None or rank < best[0]:

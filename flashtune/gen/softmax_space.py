@@ -190,7 +190,7 @@ def _next_pow2(n: int) -> int:
 def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> Config:
     """A heuristic config that runs this problem well enough without tuning."""
     op = OPS[op] if isinstance(op, str) else op
-    elem_bytes = 4 if problem.dtype == "float32" else 2
+    elem_bytes = _elem_bytes(problem)
     n_cols = max(problem.n_cols, 1)
     row_limit = 32768 if elem_bytes == 2 else 16384
     raw: dict[str, Any]
@@ -226,10 +226,13 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     return op.space.validate(raw)
 
 
+def _elem_bytes(problem: SoftmaxProblem) -> int:
+    return 4 if problem.dtype == "float32" else 2
+
+
 def _rows_aligned(problem: SoftmaxProblem) -> bool:
     """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary."""
-    elem_bytes = 4 if problem.dtype == "float32" else 2
-    return problem.n_cols % (16 // elem_bytes) == 0
+    return problem.n_cols % (16 // _elem_bytes(problem)) == 0
 
 
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
