@@ -47,7 +47,7 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
     """A hand-picked search list across the three regimes (deduplicated, all validated)."""
     base = {"rows_per_program": 1, "splits": 1, "num_stages": 1, "lane_stats": False,
             "l2_hint": False, "exp2": True, "max_pass": False, "resident": 0,
-            "align": False}
+            "align": False, "fused": False}
     out: list[dict] = []
     block = max(16, next_pow2(cols))
     if block <= 65536:
@@ -81,6 +81,14 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
                                             num_warps=warps, num_stages=stages, lane_stats=lane,
                                             l2_hint=hint, max_pass=max_pass))
             splits *= 2
+        # fused split: statistics, row barrier and output in one launch (splits <= SMs / 4)
+        for splits in (4, 8, 16, 32):
+            if splits <= sm_count // 4 and rows * splits <= 32 * sm_count:
+                for blk, warps in ((2048, 8), (4096, 8), (4096, 16), (8192, 8), (8192, 16)):
+                    if cols // splits >= blk:
+                        out.append(dict(base, regime="split", block=blk, splits=splits,
+                                        num_warps=warps, num_stages=1, lane_stats=True,
+                                        l2_hint=True, fused=True))
     if cols > 4096:
         # coop: the row over `splits` programs in one launch, each segment held in registers.
         splits = 2

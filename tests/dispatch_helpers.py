@@ -36,6 +36,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
         cfg["max_pass"] = False
         cfg["resident"] = 0
         cfg["align"] = False
+        cfg["fused"] = False
     cfg.update(extra)
     return cfg
 

@@ -29,7 +29,8 @@ KEY = ProblemKey.make("softmax", "float16", {"rows_bucket": 4096, "cols_bucket":
 def row_config(block: int = 4096, warps: int = 8, **over) -> dict:
     """A valid forward-softmax config of the row regime."""
     cfg = dict(regime="row", block=block, rows_per_program=1, splits=1, num_warps=warps,
-               num_stages=1, lane_stats=False, l2_hint=False, exp2=True, max_pass=False, resident=0, align=False)
+               num_stages=1, lane_stats=False, l2_hint=False, exp2=True, max_pass=False, resident=0, align=False,
+               fused=False)
     cfg.update(over)
     return cfg
 

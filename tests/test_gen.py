@@ -14,12 +14,14 @@ from flashtune.gen import ConfigError, load_variant, render_variant, source_path
 from flashtune.gen import loader as loader_mod
 from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
-from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES, OPS,
+from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES,
+                                         MAX_FUSED_SPLITS, OPS,
                                          SPLITTING_REGIMES, SoftmaxProblem, default_config,
                                          fitting_configs, problem_misfit)
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
-        "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False}
+        "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False,
+        "fused": False}
 
 
 def test_validate_accepts_and_freezes():
@@ -44,6 +46,7 @@ def test_validate_accepts_and_freezes():
     ({"align": True, "resident": 1024}, "align walks the row from its first chunk"),
     ({"align": True, "regime": "row", "num_stages": 1, "lane_stats": False, "l2_hint": False},
      "align applies to the online regime only"),
+    ({"fused": True}, "fused applies to the split regime only"),
 ])
 def test_validate_rejects(change, message):
     raw = dict(GOOD, **change)
@@ -163,6 +166,20 @@ def test_align_only_where_rows_start_off_a_boundary(dtype, cols, aligned):
     offered = {c["align"] for c in fitting_configs("softmax", SoftmaxProblem(256, cols, dtype))
                if c["regime"] == "online"}
     assert offered == ({False} if aligned else {False, True})
+
+
+@pytest.mark.parametrize("sm_count,splits", [(132, 32), (108, 16), (32, 8), (8, 2)])
+def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_count, splits):
+    """Forward: the fused split, with at most SMs / 4 programs per row (so one launch may wait
+    on them); the backward keeps the two-launch split. The tuner's candidates offer fused only
+    with splits that can run in one launch somewhere."""
+    problem = SoftmaxProblem(2, 1_048_576, "float16")
+    config = default_config("softmax", problem, sm_count=sm_count)
+    assert config["regime"] == "split" and config["fused"] and config["splits"] == splits
+    assert splits <= max(2, sm_count // 4)
+    assert not dict(default_config("softmax_backward", problem, sm_count=sm_count)).get("fused")
+    fused = [c["splits"] for c in fitting_configs("softmax", problem) if c["fused"]]
+    assert fused and max(fused) == MAX_FUSED_SPLITS
 
 
 def test_render_is_stable_and_parses():

@@ -13,7 +13,8 @@ import torch
 
 from flashtune.gen.softmax_space import HOLDING_REGIMES, OPS, SoftmaxProblem, problem_misfit
 
-from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, coop_block, make_config, run_case
+from softmax_cases import (BACKWARD_OPS, DTYPES, FORWARD_OPS, coop_block, make_config,
+                           next_pow2, run_case)
 
 pytestmark = pytest.mark.gpu
 
@@ -44,6 +45,10 @@ def _semantic(op, regime):
                   for b in (256, 4096) for s in (2, 16) for ls in (False, True)]
         if fwd:
             shapes.append({"block": 1024, "splits": 4, "max_pass": True})
+            # fused: one launch (32 <= SMs / 4 on an H100/H200), with the row barrier
+            shapes += [{"block": b, "splits": s, "lane_stats": ls, "fused": True}
+                       for b in (256, 4096) for s in (2, 32) for ls in (False, True)]
+            shapes.append({"block": 1024, "splits": 4, "max_pass": True, "fused": True})
     return [dict(s, **f) for s in shapes for f in forms]
 
 
@@ -98,22 +103,33 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
     assert ran >= 1
 
 
-# --- coop regime: the one-launch row barrier --------------------------------------------------
-def _coop(splits, n_cols, num_warps=8):
-    raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
-    raw["block"] = coop_block(n_cols, splits)
-    raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
+# --- coop and fused split regimes: the one-launch row barrier ---------------------------------
+ONE_LAUNCH_REGIMES = ("coop", "fused split")
+
+
+def _one_launch(regime, splits, n_cols, num_warps=8):
+    if regime == "coop":
+        raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
+        raw["block"] = coop_block(n_cols, splits)
+        raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
+    else:
+        block = min(1024, max(16, next_pow2(-(-n_cols // splits))))  # fits the problem
+        raw = make_config("softmax", "split", {"splits": splits, "fused": True, "block": block,
+                                                "lane_stats": True}, n_cols,
+                          num_warps=max(1, min(num_warps, block // 32)), num_stages=1,
+                          l2_hint=True)
     return OPS["softmax"].space.validate(raw)
 
 
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
 @pytest.mark.parametrize("rows,cols,splits", [(16, 1_048_576, 32), (4096, 50257, 4),
                                               (3001, 777, 8), (1, 32768 * 128, 128)])
-def test_coop_repeated_launches_gpu(rows, cols, splits):
+def test_one_launch_repeated_launches_gpu(regime, rows, cols, splits):
     """Many waves of programs, launched back to back: every launch must find its counters
     zeroed by the one before (a stale counter would release a row early: wrong results)."""
     from flashtune.gen.softmax_ops import softmax_forward
 
-    config = _coop(splits, cols)
+    config = _one_launch(regime, splits, cols)
     for i in range(3):
         x = (torch.randn(rows, cols, device="cuda") * (1 + 3 * i)).half()
         out = softmax_forward(x, -1, config=config)
@@ -121,14 +137,15 @@ def test_coop_repeated_launches_gpu(rows, cols, splits):
         torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-3, msg=f"launch {i}")
 
 
-def test_coop_four_streams_and_a_graph_gpu():
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
+def test_one_launch_four_streams_and_a_graph_gpu(regime):
     """Launches on four streams at once use separate counters and do not starve each other
     (the largest one-launch splits); a captured graph replays."""
     from flashtune.gen.softmax_ops import softmax_forward
 
     quarter = torch.cuda.get_device_properties(0).multi_processor_count // 4
     splits = 1 << (quarter.bit_length() - 1)  # the largest power of two that runs in one launch
-    config = _coop(splits, 40000)
+    config = _one_launch(regime, splits, 40000)
     xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]
     streams = [torch.cuda.Stream() for _ in range(4)]
     outs = [None] * 4
@@ -153,7 +170,8 @@ def test_coop_four_streams_and_a_graph_gpu():
         torch.testing.assert_close(out, torch.softmax(x, -1))
 
 
-def test_coop_rows_of_minus_inf_and_nan_gpu():
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
+def test_one_launch_rows_of_minus_inf_and_nan_gpu(regime):
     from flashtune.gen.softmax_ops import softmax_forward
 
     x = torch.randn(64, 9000, device="cuda")
@@ -161,17 +179,18 @@ def test_coop_rows_of_minus_inf_and_nan_gpu():
     x[5, :4500] = float("-inf")  # whole segments of -inf in a finite row
     x[7, 100] = float("nan")
     for log in (False, True):
-        out = softmax_forward(x, -1, log=log, config=_coop(8, 9000))
+        out = softmax_forward(x, -1, log=log, config=_one_launch(regime, 8, 9000))
         torch.testing.assert_close(out, (torch.log_softmax if log else torch.softmax)(x, -1),
                                    equal_nan=True)
 
 
-def test_coop_two_graphs_replayed_at_once_gpu():
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
+def test_one_launch_two_graphs_replayed_at_once_gpu(regime):
     """Graphs captured on torch's shared capture stream own their counters: two replayed at
     once on two streams, and one replayed after an eager call that grows the cached counters."""
     from flashtune.gen.softmax_ops import softmax_forward
 
-    config = _coop(16, 20000)
+    config = _one_launch(regime, 16, 20000)
     xs = [torch.randn(rows, 20000, device="cuda") for rows in (64, 5000)]
     for x in xs:
         softmax_forward(x, -1, config=config)  # compile outside the capture

@@ -80,18 +80,30 @@ def test_higher_rank_and_output_dtype(device):
         assert acc.ok, f"dim={dim}: {acc}"
 
 
+ONE_LAUNCH = {
+    "coop": dict(regime="coop", block=64, splits=4, num_warps=1),
+    # segments of 64 columns walked in chunks of 16 (the tail segment: 58 of them)
+    "fused split": dict(regime="split", block=16, splits=4, num_warps=1, num_stages=2,
+                        fused=True),
+    "fused split, lane stats": dict(regime="split", block=16, splits=4, num_warps=1,
+                                    num_stages=2, fused=True, lane_stats=True),
+}
+
+
 @pytest.mark.parametrize("op", FORWARD_OPS)
-def test_coop_one_launch_path_gives_up_waiting_correctly(op):
-    """The coop regime's one-launch path (PHASE 0: tickets, arrivals, the bounded wait and the
-    counters' reset) in the interpreter, which runs programs one after another: each row's
-    first programs give up waiting and compute their partners' (m, d) from x, the last one
-    finds all partials published. Both must give torch's result, and the counters must be zero
-    afterwards, for the next launch (here: a shorter one on the same counters)."""
+@pytest.mark.parametrize("variant", ONE_LAUNCH)
+def test_one_launch_path_gives_up_waiting_correctly(op, variant):
+    """The one-launch path of the coop and fused split regimes (PHASE 0: tickets, arrivals,
+    the bounded wait and the counters' reset) in the interpreter, which runs programs one
+    after another: each row's first programs give up waiting and compute their partners'
+    (m, d) from x, the last one finds all partials published. Both must give torch's result,
+    and the counters must be zero afterwards, for the next launch (here: a shorter one on the
+    same counters)."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
-    cfg = OPS[op].space.complete(dict(regime="coop", block=64, splits=4, num_warps=1))
+    cfg = OPS[op].space.complete(ONE_LAUNCH[variant])
     module = load_variant(op, cfg)
-    kernel = getattr(module, f"_{op}_coop")
+    kernel = getattr(module, f"_{op}_{cfg['regime']}")
     counters = torch.zeros(2 + 2 * 5, dtype=torch.int32)
     for n_rows in (5, 3):
         x = torch.randn(n_rows, 250) * 3
@@ -101,8 +113,8 @@ def test_coop_one_launch_path_gives_up_waiting_correctly(op):
         y = torch.empty_like(x)
         stats = torch.empty(2, n_rows * 4)
         kernel[(n_rows * 4,)](x, y, stats[0], stats[1], counters, n_rows, 250, x.stride(0),
-                              y.stride(0), 64, n_rows * 4, BLOCK=64, SPLITS=4, PHASE=0,
-                              MAX_POLLS=2)
+                              y.stride(0), 64, n_rows * 4, BLOCK=cfg["block"], SPLITS=4,
+                              PHASE=0, MAX_POLLS=2)
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
         assert counters.tolist() == [0] * len(counters), f"counters left at {counters.tolist()}"
