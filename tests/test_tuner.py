@@ -253,6 +253,36 @@ def test_tpe_on_a_sparse_subsample_measures_distinct_configs_and_beats_random():
     assert found["tpe"] <= best * 1.10
 
 
+def test_the_default_is_re_timed_beside_the_finalists_whatever_its_first_time():
+    """The default's one trial ran slow (a busy GPU, clocks ramping): 10x its real time, last
+    of all trials. It is re-timed with the top finalists all the same, and wins there."""
+    from flashtune.gen.softmax_space import default_config
+
+    tp = TuneProblem("softmax", SoftmaxProblem(16, 1_048_576, "float16"))
+    default = canonical(default_config(tp.op, tp.problem))
+    configs = [c for c in fitting_configs(tp.op, tp.problem) if canonical(c) != default][:40]
+    configs.append(default_config(tp.op, tp.problem))
+
+    def cost(c):
+        return 1.0 if canonical(c) == default else 2.0 + c["num_warps"] / 64
+
+    class FirstTrialSlow(TableRunner):
+        def measure(self, config):
+            m = super().measure(config)
+            if canonical(config) == default and self.calls.count(default) == 1:
+                return Measurement("ok", 10.0, 10.0, 10.0)
+            return m
+
+    runner = FirstTrialSlow(cost)
+    opts = TuneOptions(mode="tpe", n_trials=12, patience=None, time_budget_s=None, seed=0,
+                       batch=4, top_k=2, retime_rounds=1)
+    r = tune_problem(tp, runner, device="cpu", options=opts, candidates=configs)
+    first = {canonical(c): m.median_ms for c, m in r.measured}
+    assert first[default] == 10.0 and sorted(first.values())[-1] == 10.0
+    assert canonical(r.winner) == default and r.winner_ms.median_ms == 1.0
+    assert len(r.finalists) == 3  # the top two, and the default
+
+
 class _SlowRetimeRunner(LocalRunner):
     """Re-timing finalists takes 0.4 s: time outside the search budget, as on a GPU."""
 

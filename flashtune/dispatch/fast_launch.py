@@ -423,6 +423,15 @@ def _writes_globals(fn: types.FunctionType) -> bool:
                for code in codes(fn.__code__) for ins in dis.get_instructions(code))
 
 
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names a function's code (nested code included) may load as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
 def accelerate(launch: Callable, sup: Support | None = None) -> Callable:
     """``launch`` with its module's @triton.jit kernels launched through FastKernel.
 
@@ -438,8 +447,9 @@ def accelerate(launch: Callable, sup: Support | None = None) -> Callable:
         return launch
     namespace = dict(launch.__globals__)
     stand_ins = []
+    used = _global_names(launch.__code__)  # not the @triton.jit helpers kernels call
     for name, obj in namespace.items():
-        if type(obj) is sup.jit_cls and all(hasattr(obj, a) for a in _JIT_FIELDS):
+        if name in used and type(obj) is sup.jit_cls and all(hasattr(obj, a) for a in _JIT_FIELDS):
             namespace[name] = FastKernel(obj, sup)
             stand_ins.append(namespace[name])
     if not stand_ins:

@@ -54,7 +54,8 @@ def compact_config(config: dict) -> str:
         parts.append(f"stages={config.get('num_stages')}")
     if config.get("resident"):
         parts.append(f"resident={config.get('resident')}")
-    flags = [name for name in ("exp2", "lane_stats", "max_pass", "l2_hint", "align") if config.get(name)]
+    flags = [name for name in ("exp2", "lane_stats", "max_pass", "l2_hint", "align", "fused")
+             if config.get(name)]
     if flags:
         parts.append("+" + ",".join(flags))
     return " ".join(parts)

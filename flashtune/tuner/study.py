@@ -192,7 +192,7 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     else:
         _run_optuna(search, space, defaults, result, study_name or tp.label())
     result.search_s = time.monotonic() - search.t0
-    _finish(search, result)
+    _finish(search, result, defaults)
     if progress is not None:
         progress.close()
     result.wall_s = time.monotonic() - t_start
@@ -323,8 +323,15 @@ def _run_optuna(search: _Search, space: SearchSpace, defaults, result: ProblemRe
                 _tell(study, trial, m, canonical(config))
 
 
-def _finish(search: _Search, result: ProblemResult) -> None:
-    """Re-time the top few round-robin and choose the winner by the fixed rule."""
+def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
+    """Re-time the top few round-robin and choose the winner by the fixed rule.
+
+    The seeded defaults that passed are re-timed too, whatever their first time: a single
+    measurement can be inflated (the GPU still busy with other work, clocks ramping at a
+    session's start), and a winner should have beaten the default under the same re-timing,
+    or tuning could leave a user slower than not tuning (seen on an H100: a default of 38.9 us
+    lost its one trial to a 78 us config).
+    """
     ok = sorted(((c, m) for c, m in result.measured if m.ok), key=lambda cm: (cm[1].median_ms, canonical(cm[0])))
     seen, finalists = set(), []
     for c, m in ok:
@@ -333,6 +340,11 @@ def _finish(search: _Search, result: ProblemResult) -> None:
             finalists.append(c)
         if len(finalists) == search.options.top_k:
             break
+    passed = {canonical(c) for c, _ in ok}
+    for c in defaults:
+        if canonical(c) in passed and canonical(c) not in seen:
+            seen.add(canonical(c))
+            finalists.append(c)
     if not finalists:
         result.error = result.error or "no candidate passed (every measured config failed)"
         return
