@@ -23,7 +23,18 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import attention as _dispatch
+from .dispatch.runtime import RUNTIME as _R
 from .gen import attention_ops
+
+_Tensor = torch.Tensor
+_strided = torch.strided
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+_jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
+# Plans of repeated inference calls (see _plan_key); cleared in place by flashtune.dispatch.reset().
+_PLANS = _R.attention_plans
 
 _chooser_lock = threading.Lock()
 # What flashtune.attention passes to attention_forward (flashtune.bench reads it too).
@@ -114,8 +125,44 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     NotImplementedError rather than give a wrong or missing gradient. torch.compile
     (fullgraph=True) traces it as the custom op ``torch.ops.flashtune.attention_fwd``.
     """
+    key = _plan_key(q, k, v, causal, scale, return_lse)
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            return plan(q, k, v)
     attention_ops.check_inputs(q, k, v)
     _refuse_forward_ad(q, k, v)
-    scale = attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
-    out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale, return_lse)
-    return (out, lse) if return_lse else out
+    scale_f = attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
+    if key is None:
+        out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale_f, return_lse)
+        return (out, lse) if return_lse else out
+    result = _dispatch.forward(q, k, v, causal, scale_f, return_lse)
+    _dispatch.remember_plan(_PLANS, key, q, k, v, causal, scale_f, return_lse)
+    return result
+
+
+def _plan_key(q, k, v, causal, scale, return_lse):
+    """The plan key of a call that may skip the torch.library op, or None.
+
+    Plain inference calls (no autograd, torch.compile, jit tracing, dispatch modes, torch.func
+    transforms or forward AD; plain tensors; the dispatcher's chooser) run the kernel directly:
+    the op's dispatch costs more host time than a small problem's kernel, and a repeated call
+    then finds a plan (config and fast launch bound in: no checks, no dispatcher). The key
+    holds everything the checks and the config choice read: shapes, strides, dtypes, devices,
+    each base pointer's offset from a 16-byte boundary (TMA needs aligned ones), the flags.
+    """
+    if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+            and q.layout is _strided and k.layout is _strided and v.layout is _strided
+            and not (q.is_nested or k.is_nested or v.is_nested)
+            and type(causal) is bool and type(return_lse) is bool
+            and (scale is None or type(scale) is float)
+            and _chooser is _dispatch.choose
+            and not _is_compiling() and not _dispatch_modes()
+            and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+            and _forward_ad._current_level < 0 and not _functorch_active()
+            and _jit_tracing() is None):
+        return (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
+                q.dtype, k.dtype, v.dtype, q.device, k.device, v.device,
+                q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
+                causal, scale, return_lse)
+    return None

@@ -25,6 +25,7 @@ import torch
 from ..gen import attention_ops
 from ..gen.attention_space import AttentionProblem, default_config
 from ..gen.space import Config
+from .plans import MAX_PLANS, attention_plan
 from .runtime import RUNTIME
 from .table import DispatchWarning
 
@@ -51,6 +52,18 @@ def choice(problem: AttentionProblem, device=None):
         device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
             else torch.device("cpu")
     return RUNTIME.dispatcher.choice(OP, problem, torch.device(device))
+
+
+def remember_plan(plans: dict, key, q, k, v, causal: bool, scale: float, return_lse: bool) -> None:
+    """After a successful ``forward`` of a non-empty problem: store the plan that repeats it
+    (the config this dispatcher now picks for it, fallbacks included) under ``key``."""
+    if q.numel() == 0 or k.shape[2] == 0:
+        return  # answered without a kernel; rare enough to take the full path each time
+    problem = attention_ops.problem_of(q, k, causal)
+    config = attention_ops.select_config(problem, (q, k, v, torch.empty_like(q)), None, choose)
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = attention_plan(q, config, scale, causal, return_lse)
 
 
 def forward(q, k, v, causal: bool, scale, return_lse: bool):

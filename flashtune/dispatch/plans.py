@@ -139,3 +139,26 @@ def _guarded(plan: Plan, t: torch.Tensor, launch) -> Plan:
         plan = _device_guard(plan, t.device.index)
     plan.launch = launch  # what the plan calls (tests check it is the fast one)
     return plan
+
+
+def attention_plan(q: torch.Tensor, config, scale: float, causal: bool, return_lse: bool,
+                   fast: bool = True) -> Plan:
+    """A plan for flashtune.attention calls laid out like this one (q, k, v strides, dtypes,
+    devices, pointer alignment, causal, scale and return_lse all fixed by the plan key; inputs
+    checked and the problem non-empty on the call that made it)."""
+    from ..gen.attention_ops import OP
+
+    launch = _launcher(OP, config, q, fast)
+    batch, heads, n_q, _ = q.shape
+    if return_lse:
+        def plan(q, k, v):
+            out = torch.empty_like(q)
+            lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+            launch(q, k, v, out, lse, scale, causal)
+            return out, lse
+    else:
+        def plan(q, k, v):
+            out = torch.empty_like(q)
+            launch(q, k, v, out, None, scale, causal)
+            return out
+    return _guarded(plan, q, launch)

@@ -42,13 +42,14 @@ class Runtime:
         # op -> {plan key: plan}; the dict objects live as long as the process (see reset).
         self.plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
         self.backward_plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
+        self.attention_plans: dict = {}  # flashtune.attention_op's hot path
         self.reset()
 
     def reset(self) -> None:
         self.settings = Settings.from_env()
         self.disabled = self.settings.disabled
         self.dispatcher = Dispatcher(self.settings)
-        for d in (*self.plans.values(), *self.backward_plans.values()):
+        for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
             d.clear()
 
     # -- forward ---------------------------------------------------------------------------
