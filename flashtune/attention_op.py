@@ -154,6 +154,9 @@ def _plan_key(q, k, v, causal, scale, return_lse):
     if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and q.layout is _strided and k.layout is _strided and v.layout is _strided
             and not (q.is_nested or k.is_nested or v.is_nested)
+            and (q.is_cuda or q.is_cpu)  # meta (shape inference) takes the op's fake kernel
+            # a negative-bit view's memory holds -x: the op's Negative fallback resolves it
+            and not (q.is_neg() or k.is_neg() or v.is_neg())
             and type(causal) is bool and type(return_lse) is bool
             and (scale is None or type(scale) is float)
             and _chooser is _dispatch.choose

@@ -78,7 +78,7 @@ def _hot_plan(plans, x, dim, dtype):
 
     Hot path: every check is a plain attribute read; a plan exists only for inputs that already
     passed the full checks of _call with this exact layout."""
-    if (dtype is None and not _is_compiling() and type(x) is _Tensor
+    if (dtype is None and not _is_compiling() and type(x) is _Tensor and not x.is_neg()
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         return plans.get((x.shape, x.stride(), x.dtype, x.device, dim))
@@ -103,6 +103,9 @@ def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
     _check_dtype("x", x)
+    if x.is_neg():
+        # A negative-bit view (torch._neg_view) holds -x in memory: the kernels read memory.
+        x = x.resolve_neg()
     d = _normalize_dim(dim, x.dim())
     if _forward_ad._current_level >= 0 or (not _is_compiling() and _functorch_active()):
         # Forward-mode AD is on (torch.func.jvp too): our ops have no forward-AD formula, and a

@@ -115,3 +115,18 @@ def test_empty_problems_answer_without_a_plan():
     out = flashtune.attention(q, k[:, :, :0], v[:, :, :0])
     assert torch.equal(out, torch.zeros_like(q))
     assert not attention_op._PLANS
+
+
+def test_negative_views_and_meta_tensors_keep_the_op_path():
+    """A negative-bit view (torch._neg_view) holds -k in memory: the op resolves it, a direct
+    launch would read +k. Meta tensors (shape inference) get the op's fake result."""
+    q, k, v = _qkv()
+    flashtune.attention(q, k, v)  # a plan for this layout exists ...
+    neg = torch._neg_view(k)
+    assert neg.is_neg()
+    expected = flashtune.attention(q, neg.resolve_neg(), v)
+    for _ in range(2):  # ... and neither the first nor a repeated call may use one
+        torch.testing.assert_close(flashtune.attention(q, neg, v), expected, rtol=0, atol=0)
+    meta = [torch.empty(1, 2, 40, 16, dtype=torch.float16, device="meta") for _ in range(3)]
+    out = flashtune.attention(*meta)
+    assert out.device.type == "meta" and out.shape == (1, 2, 40, 16)

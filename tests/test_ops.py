@@ -55,6 +55,18 @@ def test_half_precision_forward(fresh_db, dtype):
         torch.testing.assert_close(ours(x), ref(x.float(), -1).to(dtype), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_negative_bit_views_are_resolved_first(fresh_db, name):
+    """torch._neg_view(t) holds t in memory but means -t: the first call and a repeated one
+    (the plan path) both compute the op of -t."""
+    t = torch.randn(4, 100, device=DEVICE)
+    neg = torch._neg_view(t)
+    assert neg.is_neg()
+    ref = getattr(torch, name)(-t, -1)
+    for _ in range(2):
+        torch.testing.assert_close(getattr(flashtune, name)(neg, -1), ref)
+
+
 def test_result_layout_matches_fake(fresh_db):
     x = torch.randn(4, 6, 10, device=DEVICE)
     for dim in (0, 1, 2):
