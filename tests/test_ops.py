@@ -67,6 +67,34 @@ def test_negative_bit_views_are_resolved_first(fresh_db, name):
         torch.testing.assert_close(getattr(flashtune, name)(neg, -1), ref)
 
 
+def test_rows_past_the_kernels_int32_column_range_are_computed_by_torch(fresh_db, monkeypatch):
+    """Rows longer than MAX_COLS (about 2**31: int32 column offsets) never reach a kernel:
+    every config misfits them, and the public ops compute them with torch (forward and
+    backward). Shown with the limit lowered to 64 columns."""
+    from flashtune.dispatch import runtime
+    from flashtune.gen.softmax_space import MAX_COLS, OPS, SoftmaxProblem, default_config, problem_misfit
+
+    huge = SoftmaxProblem(1, MAX_COLS + 1, "float16")
+    for op in OPS:
+        assert "int32 column offsets" in problem_misfit(default_config(op, huge), huge)
+    assert problem_misfit(default_config("softmax", SoftmaxProblem(1, MAX_COLS, "float16")),
+                          SoftmaxProblem(1, MAX_COLS, "float16")) is None
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("a kernel plan was built for a row past the column limit")
+
+    monkeypatch.setattr(runtime, "MAX_COLS", 64)
+    monkeypatch.setattr(runtime, "forward_plan", no_kernel)
+    monkeypatch.setattr(runtime, "backward_plan", no_kernel)
+    x = torch.randn(3, 100, device=DEVICE, requires_grad=True)
+    y = flashtune.softmax(x, -1)
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+    (g,) = torch.autograd.grad(y[:, 0].sum(), x)
+    xr = x.detach().requires_grad_(True)
+    (gr,) = torch.autograd.grad(torch.softmax(xr, -1)[:, 0].sum(), xr)
+    torch.testing.assert_close(g, gr)
+
+
 def test_result_layout_matches_fake(fresh_db):
     x = torch.randn(4, 6, 10, device=DEVICE)
     for dim in (0, 1, 2):

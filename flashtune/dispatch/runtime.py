@@ -12,7 +12,7 @@ import warnings
 import torch
 
 from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
-from ..gen.softmax_space import default_config
+from ..gen.softmax_space import MAX_COLS, default_config
 from .chooser import Dispatcher
 from .plans import (MAX_PLANS, backward_plan, forward_plan, kernel_ok, output_like, problem_of,
                     torch_backward, torch_forward)
@@ -63,7 +63,7 @@ class Runtime:
             return output_like(x, dim)
         # A 0-d tensor's softmax is 1 (log: 0): no kernel, and no plan, whose key () would
         # also match under torch.jit.trace, where sizes are traced values.
-        if x.dim() == 0 or not kernel_ok(x, self.settings.interpreter):
+        if x.dim() == 0 or not kernel_ok(x, self.settings.interpreter) or x.shape[dim] > MAX_COLS:
             return torch_forward(x, dim, log)
         op = "log_softmax" if log else "softmax"
         plans = self.plans[op]
@@ -94,7 +94,7 @@ class Runtime:
         dim = normalize_dim(dim, y.dim())
         if y.numel() == 0:
             return output_like(y, dim)
-        if y.dim() == 0 or not kernel_ok(y, self.settings.interpreter):
+        if y.dim() == 0 or not kernel_ok(y, self.settings.interpreter) or y.shape[dim] > MAX_COLS:
             return torch_backward(y, dy, dim, log)
         plans = self.backward_plans["log_softmax" if log else "softmax"]
         key = (y.shape, y.stride(), dy.stride(), y.dtype, y.device, dim)

@@ -24,6 +24,9 @@ HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay 
 SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
 MAX_FUSED_SPLITS = 32  # fused split: one launch needs splits <= SMs / 4 (33 on 132 SMs)
 MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
+# Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
+# split regimes' rounding of segments (splits x block <= 2**22), must stay below 2**31.
+MAX_COLS = 2**31 - 2**23
 
 
 def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
@@ -173,6 +176,9 @@ def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
 
 def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
     """Why a valid config cannot run this problem, or None if it can."""
+    if problem.n_cols > MAX_COLS:
+        return (f"rows of {problem.n_cols} columns: the kernels' int32 column offsets take at "
+                f"most {MAX_COLS}")
     if config["regime"] == "row" and config["block"] < problem.n_cols:
         return f"row regime with block {config['block']} cannot hold {problem.n_cols} columns"
     if config["regime"] == "split" and config["splits"] * config["block"] > _next_pow2(problem.n_cols) * 2:
