@@ -151,7 +151,9 @@ def _plan_key(q, k, v, causal, scale, return_lse):
     holds everything the checks and the config choice read: shapes, strides, dtypes, devices,
     each base pointer's offset from a 16-byte boundary (TMA needs aligned ones), the flags.
     """
-    if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+    # not _is_compiling() first: dynamo cannot trace is_neg() (and traced calls take the op).
+    if (not _is_compiling()
+            and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and q.layout is _strided and k.layout is _strided and v.layout is _strided
             and not (q.is_nested or k.is_nested or v.is_nested)
             and (q.is_cuda or q.is_cpu)  # meta (shape inference) takes the op's fake kernel
@@ -160,7 +162,7 @@ def _plan_key(q, k, v, causal, scale, return_lse):
             and type(causal) is bool and type(return_lse) is bool
             and (scale is None or type(scale) is float)
             and _chooser is _dispatch.choose
-            and not _is_compiling() and not _dispatch_modes()
+            and not _dispatch_modes()
             and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
             and _forward_ad._current_level < 0 and not _functorch_active()
             and _jit_tracing() is None):

@@ -103,8 +103,10 @@ def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
     _check_dtype("x", x)
-    if x.is_neg():
+    if not _is_compiling() and x.is_neg():
         # A negative-bit view (torch._neg_view) holds -x in memory: the kernels read memory.
+        # (Traced calls go through the op, whose dispatch resolves it; dynamo cannot trace
+        # is_neg.)
         x = x.resolve_neg()
     d = _normalize_dim(dim, x.dim())
     if _forward_ad._current_level >= 0 or (not _is_compiling() and _functorch_active()):
