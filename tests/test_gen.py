@@ -15,7 +15,7 @@ from flashtune.gen import loader as loader_mod
 from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES,
-                                         MAX_FUSED_SPLITS, OPS,
+                                         MAX_FUSED_SPLITS, MAX_HELD_PER_THREAD, OPS,
                                          SPLITTING_REGIMES, SoftmaxProblem, default_config,
                                          fitting_configs, problem_misfit)
 
@@ -180,6 +180,16 @@ def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_coun
     assert not dict(default_config("softmax_backward", problem, sm_count=sm_count)).get("fused")
     fused = [c["splits"] for c in fitting_configs("softmax", problem) if c["fused"]]
     assert fused and max(fused) == MAX_FUSED_SPLITS
+
+
+def test_candidates_never_hold_more_elements_per_thread_than_registers():
+    """The tuner's candidates skip held tiles (row, coop) of more than 128 elements per thread
+    (they spill and take ptxas long to compile), but keep 128, the 65536-column row's best."""
+    problem = SoftmaxProblem(64, 65536, "float16")
+    held = [c for c in fitting_configs("softmax", problem) if c["regime"] in HOLDING_REGIMES]
+    per_thread = {c["block"] * c["rows_per_program"] // (32 * c["num_warps"]) for c in held}
+    assert held and max(per_thread) == MAX_HELD_PER_THREAD
+    assert any(c["regime"] == "row" and c["block"] == 65536 and c["num_warps"] == 16 for c in held)
 
 
 def test_render_is_stable_and_parses():

@@ -22,6 +22,9 @@ MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
 HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
 SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
+# A held tile (row, coop) lives in registers, at most 255 per thread: past 128 fp32 elements
+# per thread it spills. (The row regime's best 65536-column config, 16 warps, holds 128.)
+MAX_HELD_PER_THREAD = 128
 MAX_FUSED_SPLITS = 32  # fused split: one launch needs splits <= SMs / 4 (33 on 132 SMs)
 MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
 # Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
@@ -279,6 +282,9 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             continue  # hold at most half the row: the rest must stream for this regime to pay
         if config["regime"] == "coop" and config["block"] >= 2 * _cdiv(problem.n_cols, config["splits"]):
             continue  # over half of every tile masked: fewer splits or a smaller block does better
+        if (config["regime"] in HOLDING_REGIMES and config["block"] * config["rows_per_program"]
+                > MAX_HELD_PER_THREAD * 32 * config["num_warps"]):
+            continue  # more elements per thread than registers: spills, and a long ptxas run
         if config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
         if config.get("align", False) and _rows_aligned(problem):
