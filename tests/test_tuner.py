@@ -240,7 +240,7 @@ def test_tpe_on_a_sparse_subsample_measures_distinct_configs_and_beats_random():
     found = {}
     for mode in ("tpe", "random"):
         bests = []
-        for seed in range(3):
+        for seed in range(8):  # a median of 3 was one unlucky draw from failing (seen)
             runner = TableRunner(cost)
             opts = TuneOptions(mode=mode, n_trials=30, patience=None, time_budget_s=None,
                                seed=seed, batch=4, seed_defaults=False, top_k=1, retime_rounds=1)
