@@ -23,16 +23,16 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import attention as _dispatch
+from .dispatch.call_state import dispatch_modes as _dispatch_modes
+from .dispatch.call_state import functorch_active as _functorch_active
+from .dispatch.call_state import grad_enabled as _grad_enabled
+from .dispatch.call_state import is_compiling as _is_compiling
+from .dispatch.call_state import jit_tracing as _jit_tracing
 from .dispatch.runtime import RUNTIME as _R
 from .gen import attention_ops
 
 _Tensor = torch.Tensor
 _strided = torch.strided
-_is_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
-_jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 # Plans of repeated inference calls (see _plan_key); cleared in place by flashtune.dispatch.reset().
 _PLANS = _R.attention_plans
 
@@ -137,7 +137,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale_f, return_lse)
         return (out, lse) if return_lse else out
     result = _dispatch.forward(q, k, v, causal, scale_f, return_lse)
-    _dispatch.remember_plan(_PLANS, key, q, k, v, causal, scale_f, return_lse)
+    out = result[0] if return_lse else result
+    _dispatch.remember_plan(_PLANS, key, q, k, v, out, causal, scale_f, return_lse)
     return result
 
 

@@ -31,6 +31,11 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import library as _library  # noqa: F401 - registers torch.ops.flashtune.* on first use
+from .dispatch.call_state import dispatch_modes as _dispatch_modes
+from .dispatch.call_state import functorch_active as _functorch_active
+from .dispatch.call_state import grad_enabled as _grad_enabled
+from .dispatch.call_state import is_compiling as _is_compiling
+from .dispatch.call_state import jit_tracing as _jit_tracing
 from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.softmax_ops import normalize_dim as _normalize_dim
@@ -39,16 +44,9 @@ __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
 _dtype = torch.dtype
-_is_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
-# True inside torch.func.vmap / grad / jacrev / functionalize (about 60 ns per call).
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
-# Not None while torch.jit.trace records: a direct kernel launch would be missing from the trace
-# (its output frozen as a constant), so _call sends such calls through the registered op. The
-# hot path needs no check: while tracing, x.shape holds traced 0-d tensors (hashed by identity),
-# so no plan key ever matches.
-_jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
+# _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
+# check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
+# ever matches.
 _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.reset()
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 

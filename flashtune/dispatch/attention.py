@@ -54,13 +54,15 @@ def choice(problem: AttentionProblem, device=None):
     return RUNTIME.dispatcher.choice(OP, problem, torch.device(device))
 
 
-def remember_plan(plans: dict, key, q, k, v, causal: bool, scale: float, return_lse: bool) -> None:
-    """After a successful ``forward`` of a non-empty problem: store the plan that repeats it
-    (the config this dispatcher now picks for it, fallbacks included) under ``key``."""
+def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
+                  return_lse: bool) -> None:
+    """After a successful ``forward`` of a non-empty problem, whose output was ``out``: store
+    the plan that repeats it (the config this dispatcher now picks for it, fallbacks included)
+    under ``key``."""
     if q.numel() == 0 or k.shape[2] == 0:
         return  # answered without a kernel; rare enough to take the full path each time
     problem = attention_ops.problem_of(q, k, causal)
-    config = attention_ops.select_config(problem, (q, k, v, torch.empty_like(q)), None, choose)
+    config = attention_ops.select_config(problem, (q, k, v, out), None, choose)
     if len(plans) >= MAX_PLANS:
         plans.clear()
     plans[key] = attention_plan(q, config, scale, causal, return_lse)
