@@ -138,6 +138,32 @@ def test_one_launch_repeated_launches_gpu(regime, rows, cols, splits):
 
 
 @pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
+def test_one_launch_give_up_path_is_bit_identical_gpu(regime, monkeypatch):
+    """A program that stops waiting (MAX_POLLS polls: partners starved of SMs by other work)
+    computes its partners' (m, d) from x itself. Forced here for every program (MAX_POLLS 0):
+    the output must equal a normal launch's bit for bit, and the launch must leave its
+    counters zeroed for the next one."""
+    from flashtune.gen import row_sync
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    config = _one_launch(regime, 8, 50257)
+    x = (torch.randn(300, 50257, device="cuda") * 4).half()
+    x[7] = float("-inf")
+    x[11, 1000] = float("nan")
+    normal = softmax_forward(x, -1, config=config)
+    monkeypatch.setattr(row_sync, "MAX_POLLS", 0)
+    forced = softmax_forward(x, -1, config=config)
+    torch.testing.assert_close(forced, normal, rtol=0, atol=0, equal_nan=True)
+    monkeypatch.undo()
+    again = softmax_forward(x, -1, config=config)
+    torch.testing.assert_close(again, normal, rtol=0, atol=0, equal_nan=True)
+    ok = torch.ones(300, dtype=torch.bool, device=x.device)
+    ok[[7, 11]] = False
+    torch.testing.assert_close(normal[ok].double(), torch.softmax(x[ok].double(), -1),
+                               rtol=0, atol=2e-3)
+
+
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
 def test_one_launch_four_streams_and_a_graph_gpu(regime):
     """Launches on four streams at once use separate counters and do not starve each other
     (the largest one-launch splits); a captured graph replays."""

@@ -313,3 +313,44 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
     untuned = [p for p in result.problems if p.winner is None]
     assert all("--total-time" in p.error for p in untuned)
     assert result.winners >= 1
+
+
+def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
+    """do_bench launches a trial's config hundreds of times: the adapter must not redo the
+    variant lookup (validate, render key, hash: tens of microseconds) on every launch, or short
+    kernels are timed host-bound. A different config (or op) is looked up again."""
+    import pickle
+
+    import flashtune.gen as gen
+    from flashtune.tuner.adapter import SoftmaxAdapter
+
+    lookups = []
+    launches = []
+
+    class Module:
+        def __init__(self, config):
+            self.config = config
+
+        def launch(self, *args):
+            launches.append(self.config)
+
+    def fake_load_variant(op, config):
+        lookups.append((op, config))
+        return Module(config)
+
+    monkeypatch.setattr(gen, "load_variant", fake_load_variant)
+    problem = SoftmaxProblem(4, 100, "float32")
+    first, second = list(fitting_configs("softmax", problem))[:2]
+    adapter = SoftmaxAdapter()
+    case = object.__new__(type("C", (), {"args": ()}))
+    for _ in range(50):
+        adapter.launch("softmax", first, case)
+    assert lookups == [("softmax", first)] and launches == [first] * 50
+    adapter.launch("softmax", second, case)
+    adapter.launch("log_softmax", second, case)
+    assert lookups[1:] == [("softmax", second), ("log_softmax", second)]
+    assert launches[-2:] == [second, second]
+    # Adapters cross into the worker process by pickling: the lookup is not carried along.
+    clone = pickle.loads(pickle.dumps(adapter))
+    clone.launch("softmax", first, case)
+    assert lookups[-1] == ("softmax", first)

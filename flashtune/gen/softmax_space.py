@@ -218,14 +218,15 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
                    num_warps=warps, num_stages=1, lane_stats=False, l2_hint=False)
     elif problem.n_rows >= sm_count:
-        # Forward: per-lane statistics, 16 warps (32 for fp32): on an H100, 2026-11-21, fp16
-        # 4096 x 50257 337 us (81% of copy) vs 353 us for the per-chunk statistics, 1024 x 65536
-        # 112 us vs 125 us; fp32 708 us vs 735 us and 244 us vs 261 us.
-        # Backward: unchanged (not re-measured).
+        # Forward: per-lane statistics, 16 warps in chunks of 8192 (fp32: 32 warps, chunks of
+        # 16384): on an H100, 2026-11-21, fp16 4096 x 50257 337 us (81% of copy) vs 353 us for
+        # the per-chunk statistics, 1024 x 65536 112 us vs 125 us; fp32 (sixth session) 648 us
+        # vs 696 us for chunks of 8192 and 202 us vs 236 us (fp16 with chunks of 16384 and 32
+        # warps: 401 us and 115 us, slower). Backward: unchanged (not re-measured).
         if op.direction == "fwd":
-            raw = dict(regime="online", block=8192, rows_per_program=1, splits=1,
-                       num_warps=16 if elem_bytes == 2 else 32, num_stages=2, lane_stats=True,
-                       l2_hint=True)
+            raw = dict(regime="online", block=8192 if elem_bytes == 2 else 16384,
+                       rows_per_program=1, splits=1, num_warps=16 if elem_bytes == 2 else 32,
+                       num_stages=2, lane_stats=True, l2_hint=True)
         else:
             raw = dict(regime="online", block=4096, rows_per_program=1, splits=1,
                        num_warps=8, num_stages=2, lane_stats=False, l2_hint=True)
@@ -243,6 +244,17 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             # statistics: 46.9 us and 72.3 us.)
             raw.update(fused=True, block=8192, num_stages=1,
                        splits=max(2, min(splits, _prev_pow2(sm_count // 4))))
+            if elem_bytes == 4:
+                # fp32 wants about 16 programs per SM, and segments of at most two chunks:
+                # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
+                # vs 134 us with 8, and 16 x 1048576 67 us vs 73 us with chunks of 16384 and
+                # 16 warps. fp16 gained nothing from more programs (69 us vs 65 us).
+                while (raw["splits"] < _prev_pow2(sm_count // 4)
+                       and problem.n_rows * raw["splits"] < 16 * sm_count
+                       and raw["splits"] * 2 * 8192 <= n_cols):
+                    raw["splits"] *= 2
+                if n_cols >= raw["splits"] * 2 * 16384:
+                    raw.update(block=16384, num_warps=16)
         if problem_misfit(op.space.complete(raw), problem):
             raw["splits"] = 2
             raw["block"] = 1024

@@ -34,6 +34,41 @@ class Case:
         return self.output if self.output is not None else self.args[-1]
 
 
+class LastVariant:
+    """The loaded module of the config launched last, looked up by identity.
+
+    do_bench launches one config many times in a row. Looking its module up by value each time
+    (validate, render key, hash) cost 15-25 us of host time per launch on a CPU like CI's, more
+    on a slow GPU host; with the launch's own host time that outran do_bench's L2 flush, and
+    trials of kernels under about 50 us were timed host-bound (H100, sixth session: the tuner
+    timed a 38 us one-launch split at 65-87 us and picked a slower winner).
+    """
+
+    def __init__(self):
+        self._key: tuple[str, Any] | None = None
+        self._module: Any = None
+
+    def module(self, op: str, config: Mapping[str, Any]):
+        if self._key is None or self._key[0] != op or self._key[1] is not config:
+            from ..gen import load_variant
+
+            self._module = load_variant(op, config)
+            self._key = (op, config)
+        return self._module
+
+    def __getstate__(self):
+        return {"_key": None, "_module": None}  # adapters cross into the worker by pickling
+
+
+def variant_module(adapter: Any, op: str, config: Mapping[str, Any]):
+    """The adapter's LastVariant lookup (made on first use: subclasses in tests plant faults
+    and need not call ``__init__``)."""
+    last = adapter.__dict__.get("_last_variant")
+    if last is None:
+        last = adapter._last_variant = LastVariant()
+    return last.module(op, config)
+
+
 class SoftmaxAdapter:
     """Softmax-family ops: forward (x -> y) and backward (y, dy -> dx)."""
 
@@ -64,9 +99,7 @@ class SoftmaxAdapter:
         return Case(args, gate)
 
     def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
-        from ..gen import run_variant
-
-        run_variant(op, config, *case.args)
+        variant_module(self, op, config).launch(*case.args)
 
 
 class OpAdapter:

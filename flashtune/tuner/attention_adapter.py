@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import torch
 
 from ..gen.attention_space import AttentionProblem
-from .adapter import TORCH_DTYPES, Case
+from .adapter import TORCH_DTYPES, Case, variant_module
 
 ROWS = 64  # sampled query rows per checked (b, h) pair (plus the last 8)
 
@@ -111,6 +111,4 @@ class AttentionAdapter:
         return Case((q, k, v, out, None, scale, bool(p.causal)), gate, output=out)
 
     def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
-        from ..gen import run_variant
-
-        run_variant(op, config, *case.args)
+        variant_module(self, op, config).launch(*case.args)
