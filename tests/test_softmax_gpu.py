@@ -133,8 +133,12 @@ def test_one_launch_repeated_launches_gpu(regime, rows, cols, splits):
     for i in range(3):
         x = (torch.randn(rows, cols, device="cuda") * (1 + 3 * i)).half()
         out = softmax_forward(x, -1, config=config)
-        ref = torch.softmax(x.double(), -1)
-        torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-3, msg=f"launch {i}")
+        # Compared in slices of rows: a float64 reference of 4096 x 50257 at once (with its
+        # temporaries, about 8 GiB) ran parallel test shards out of GPU memory.
+        for lo in range(0, rows, 256):
+            ref = torch.softmax(x[lo:lo + 256].double(), -1)
+            torch.testing.assert_close(out[lo:lo + 256].double(), ref, rtol=0, atol=2e-3,
+                                       msg=f"launch {i}, rows from {lo}")
 
 
 @pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
