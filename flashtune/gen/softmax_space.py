@@ -89,7 +89,8 @@ _COMMON = (
     Param("num_warps", int, POW2(1, 32), 4, "warps per program"),
     Param("num_stages", int, (1, 2, 3, 4), 1, "software pipelining depth of chunk loops"),
     Param("lane_stats", bool, (False, True), False, "keep loop statistics per lane, reduce once at the end"),
-    Param("l2_hint", bool, (False, True), False, "evict_last on the first pass, evict_first on the last"),
+    Param("l2_hint", bool, (False, True), False,
+          "evict_last on the first pass, evict_first on the last (and on forward output stores)"),
 )
 
 _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
