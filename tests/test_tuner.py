@@ -320,6 +320,7 @@ def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
     variant lookup (validate, render key, hash: tens of microseconds) on every launch, or short
     kernels are timed host-bound. A different config (or op) is looked up again."""
     import pickle
+    import types
 
     import flashtune.gen as gen
     from flashtune.tuner.adapter import SoftmaxAdapter
@@ -342,7 +343,7 @@ def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
     problem = SoftmaxProblem(4, 100, "float32")
     first, second = list(fitting_configs("softmax", problem))[:2]
     adapter = SoftmaxAdapter()
-    case = object.__new__(type("C", (), {"args": ()}))
+    case = types.SimpleNamespace(args=())
     for _ in range(50):
         adapter.launch("softmax", first, case)
     assert lookups == [("softmax", first)] and launches == [first] * 50

@@ -243,14 +243,15 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             # chunks of 8192: fp16 on an H100, 2026-11-21, 38.9 us vs 41.2 us (16 x 1048576) and
             # 66.8 us vs 78.5 us (128 x 262144) for the two-launch default. (Per-lane
             # statistics: 46.9 us and 72.3 us.)
+            one_launch_splits = _prev_pow2(sm_count // 4)
             raw.update(fused=True, block=8192, num_stages=1,
-                       splits=max(2, min(splits, _prev_pow2(sm_count // 4))))
+                       splits=max(2, min(splits, one_launch_splits)))
             if elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
                 # vs 134 us with 8, and 16 x 1048576 67 us vs 73 us with chunks of 16384 and
                 # 16 warps. fp16 gained nothing from more programs (69 us vs 65 us).
-                while (raw["splits"] < _prev_pow2(sm_count // 4)
+                while (raw["splits"] < one_launch_splits
                        and problem.n_rows * raw["splits"] < 16 * sm_count
                        and raw["splits"] * 2 * 8192 <= n_cols):
                     raw["splits"] *= 2

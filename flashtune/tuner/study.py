@@ -328,9 +328,10 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
 
     The seeded defaults that passed are re-timed too, whatever their first time: a single
     measurement can be inflated (the GPU still busy with other work, clocks ramping at a
-    session's start), and a winner should have beaten the default under the same re-timing,
-    or tuning could leave a user slower than not tuning (seen on an H100: a default of 38.9 us
-    lost its one trial to a 78 us config).
+    session's start, host time: see adapter.LastVariant), and a winner should have beaten the
+    default under the same re-timing, or tuning could leave a user slower than not tuning
+    (seen on an H100: a default of 38.9 us lost its one trial to a 78 us config; the cause
+    found later was host-bound timing of short kernels, fixed in the adapters).
     """
     ok = sorted(((c, m) for c, m in result.measured if m.ok), key=lambda cm: (cm[1].median_ms, canonical(cm[0])))
     seen, finalists = set(), []

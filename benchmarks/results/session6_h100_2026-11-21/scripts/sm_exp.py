@@ -1,4 +1,6 @@
-"""Scratch: softmax store-hint A/B. Run under PYTHONPATH=scratch/pkgX:..., tag in argv[1]."""
+"""Scratch: softmax variants timed in one run (parallel compile). Tag in argv[1]; the store-hint
+A/B/C ran under PYTHONPATH=scratch/pkgX:... with the default set, the stages run with
+SM_EXP_SET=stages."""
 import json, os, sys, time, subprocess
 import torch, triton, triton.testing
 from flashtune.gen import load_variant
@@ -12,7 +14,8 @@ def cfg(**kw):
     return SPACE.validate(SPACE.complete(kw))
 
 
-def cands():
+def store_hint_cands():
+    """Call 1: the defaults and nearby chunk / warp / split counts (run once per package copy)."""
     out = []
     for dt in ("float16", "float32"):
         for shape in ((16, 1048576), (128, 262144)):
@@ -29,6 +32,31 @@ def cands():
                 for lane in (True, False):
                     out.append((shape, dt, "", cfg(**dict(d, block=b, num_warps=w, lane_stats=lane))))
     return out
+
+
+def stages_cands():
+    """Call 6: the fused split's pipelining stages, splits, chunks and warps."""
+    out = []
+    for dt in ("float16", "float32"):
+        for shape in ((16, 1048576), (128, 262144)):
+            d = default_config("softmax", SoftmaxProblem(*shape, dt))
+            out.append((shape, dt, "default", d))
+            for st in (2, 3):
+                out.append((shape, dt, "", cfg(**dict(d, num_stages=st))))
+            for sp, b, w, st in ((8, 8192, 8, 2), (16, 8192, 8, 2), (8, 4096, 4, 2), (16, 4096, 4, 2),
+                                 (8, 4096, 8, 2), (32, 4096, 4, 2), (8, 16384, 16, 2), (32, 8192, 8, 2)):
+                c = cfg(**dict(d, splits=sp, block=b, num_warps=w, num_stages=st))
+                if c != d:
+                    out.append((shape, dt, "", c))
+    return out
+
+
+# SM_EXP_SET picks the candidate set (inherited by the compile subprocesses).
+CANDIDATE_SETS = {"store_hint": store_hint_cands, "stages": stages_cands}
+
+
+def cands():
+    return CANDIDATE_SETS[os.environ.get("SM_EXP_SET", "store_hint")]()
 
 
 def name(c):
