@@ -15,8 +15,8 @@ from flashtune.gen import loader as loader_mod
 from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES,
-                                         MAX_FUSED_SPLITS, MAX_HELD_PER_THREAD, OPS,
-                                         SPLITTING_REGIMES, SoftmaxProblem, default_config,
+                                         MAX_FUSED_SPLITS, MAX_HELD_PER_THREAD,
+                                         MAX_PERSISTENT_SPLITS, OPS, SPLITTING_REGIMES, SoftmaxProblem, default_config,
                                          fitting_configs, problem_misfit)
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
@@ -170,16 +170,46 @@ def test_align_only_where_rows_start_off_a_boundary(dtype, cols, aligned):
 
 @pytest.mark.parametrize("sm_count,splits", [(132, 32), (108, 16), (32, 8), (8, 2)])
 def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_count, splits):
-    """Forward: the fused split, with at most SMs / 4 programs per row (so one launch may wait
-    on them); the backward keeps the two-launch split. The tuner's candidates offer fused only
-    with splits that can run in one launch somewhere."""
-    problem = SoftmaxProblem(2, 1_048_576, "float16")
+    """Forward fp32: the fused split, with at most SMs / 4 programs per row (so one launch may
+    wait on them); the backward keeps the two-launch split. The tuner's candidates offer fused
+    only with splits that can run in one launch somewhere."""
+    problem = SoftmaxProblem(2, 1_048_576, "float32")
     config = default_config("softmax", problem, sm_count=sm_count)
     assert config["regime"] == "split" and config["fused"] and config["splits"] == splits
+    assert config["programs_per_sm"] == 0
     assert splits <= max(2, sm_count // 4)
     assert not dict(default_config("softmax_backward", problem, sm_count=sm_count)).get("fused")
-    fused = [c["splits"] for c in fitting_configs("softmax", problem) if c["fused"]]
+    fused = [c["splits"] for c in fitting_configs("softmax", problem)
+             if c["fused"] and not c["programs_per_sm"]]
     assert fused and max(fused) == MAX_FUSED_SPLITS
+
+
+@pytest.mark.parametrize("sm_count,splits", [(132, 64), (108, 32), (32, 16), (8, 4)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_long_rows_default_to_the_persistent_split(sm_count, splits, dtype):
+    """fp16/bf16 rows of 16 chunks of 8192 or more: the persistent fused split (4 programs per
+    SM), at most SMs / 2 segments per row (its one-launch limit); shorter rows keep the
+    fused split. The candidates offer the persistent grid up to 64 segments per row."""
+    config = default_config("softmax", SoftmaxProblem(2, 1_048_576, dtype), sm_count=sm_count)
+    assert config["regime"] == "split" and config["fused"] and config["programs_per_sm"] == 4
+    assert config["splits"] == splits and splits <= sm_count // 2
+    shorter = default_config("softmax", SoftmaxProblem(2, 100_000, dtype), sm_count=sm_count)
+    assert shorter["fused"] and shorter["programs_per_sm"] == 0
+    persistent = [c["splits"] for c in fitting_configs("softmax", SoftmaxProblem(2, 1_048_576, dtype))
+                  if c["programs_per_sm"]]
+    assert persistent and max(persistent) == MAX_PERSISTENT_SPLITS
+
+
+def test_programs_per_sm_only_with_the_fused_split():
+    space = OPS["softmax"].space
+    base = dict(regime="split", block=1024, splits=8, num_warps=4, num_stages=1, l2_hint=True)
+    assert space.complete(dict(base, fused=True, programs_per_sm=2))["programs_per_sm"] == 2
+    for bad in (dict(base, fused=False, programs_per_sm=2),
+                dict(regime="online", block=1024, num_warps=4, programs_per_sm=4)):
+        with pytest.raises(ConfigError, match="programs_per_sm"):
+            space.complete(bad)
+    with pytest.raises(ConfigError):
+        space.complete(dict(base, fused=True, programs_per_sm=3))  # not in (0, 2, 4)
 
 
 def test_candidates_never_hold_more_elements_per_thread_than_registers():

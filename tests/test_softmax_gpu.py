@@ -104,7 +104,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
 
 
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
-ONE_LAUNCH_REGIMES = ("coop", "fused split")
+ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split")
 
 
 def _one_launch(regime, splits, n_cols, num_warps=8):
@@ -114,8 +114,9 @@ def _one_launch(regime, splits, n_cols, num_warps=8):
         raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
     else:
         block = min(1024, max(16, next_pow2(-(-n_cols // splits))))  # fits the problem
-        raw = make_config("softmax", "split", {"splits": splits, "fused": True, "block": block,
-                                                "lane_stats": True}, n_cols,
+        knobs = {"splits": splits, "fused": True, "block": block, "lane_stats": True,
+                 "programs_per_sm": 2 if regime == "persistent split" else 0}
+        raw = make_config("softmax", "split", knobs, n_cols,
                           num_warps=max(1, min(num_warps, block // 32)), num_stages=1,
                           l2_hint=True)
     return OPS["softmax"].space.validate(raw)
@@ -173,8 +174,9 @@ def test_one_launch_four_streams_and_a_graph_gpu(regime):
     (the largest one-launch splits); a captured graph replays."""
     from flashtune.gen.softmax_ops import softmax_forward
 
-    quarter = torch.cuda.get_device_properties(0).multi_processor_count // 4
-    splits = 1 << (quarter.bit_length() - 1)  # the largest power of two that runs in one launch
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    limit = sms // (2 if regime == "persistent split" else 4)
+    splits = 1 << (limit.bit_length() - 1)  # the largest power of two that runs in one launch
     config = _one_launch(regime, splits, 40000)
     xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]
     streams = [torch.cuda.Stream() for _ in range(4)]

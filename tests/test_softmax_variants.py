@@ -121,6 +121,38 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
 
 
 @pytest.mark.parametrize("op", FORWARD_OPS)
+@pytest.mark.parametrize("programs", (1, 3, 40))
+def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs):
+    """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
+    one after another: the first program takes every ticket, reading each (row, segment) item
+    before finishing the one before. A finish whose row is not all published gives up waiting
+    and computes the partners' (m, d) from x; one whose row is complete reads the partials.
+    More programs than items: the extra ones find no ticket and only count their exit. Results
+    must be torch's, and the counters zero afterwards, for the next (shorter) launch."""
+    if not loader.interpreter_mode():
+        pytest.skip("the GPU matrix runs this path for real")
+    cfg = OPS[op].space.complete(dict(regime="split", block=16, splits=4, num_warps=1,
+                                      num_stages=2, fused=True, programs_per_sm=2,
+                                      l2_hint=True))
+    module = load_variant(op, cfg)
+    kernel = getattr(module, f"_{op}_split_persistent")
+    counters = torch.zeros(2 + 2 * 5, dtype=torch.int32)
+    for n_rows in (5, 3):
+        x = torch.randn(n_rows, 250) * 3
+        x[1] = float("-inf")
+        x[0, :64] = float("-inf")  # a whole segment of -inf in a finite row
+        x[-1, 7] = float("nan")
+        y = torch.full_like(x, 123.0)
+        stats = torch.empty(2, n_rows * 4)
+        kernel[(programs,)](x, y, stats[0], stats[1], counters, n_rows, 250, x.stride(0),
+                            y.stride(0), 64, n_rows * 4, programs, BLOCK=cfg["block"], SPLITS=4,
+                            MAX_POLLS=2)
+        torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
+                                   equal_nan=True)
+        assert counters.tolist() == [0] * len(counters), f"counters left at {counters.tolist()}"
+
+
+@pytest.mark.parametrize("op", FORWARD_OPS)
 @pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
 def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
     """align: rows walked from the 16-byte boundary before their start. Every lead (the row's

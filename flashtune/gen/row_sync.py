@@ -26,15 +26,19 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def one_launch(x: torch.Tensor, splits: int) -> bool:
+def one_launch(x: torch.Tensor, splits: int, persistent: bool = False) -> bool:
     """Whether SPLITS programs per row may wait on each other in one launch on x's device.
 
     Each running launch leaves at most SPLITS - 1 programs waiting (tickets let every earlier
     row finish), so with SPLITS <= SMs / 4, four launches at once on other streams still leave
-    an SM free for the programs they wait on. The Triton interpreter runs programs one at a
-    time: never one launch there.
+    an SM free for the programs they wait on. A persistent launch (programs_per_sm) only
+    needs SPLITS / 2 of its programs running to make progress (see its kernel), hence
+    SPLITS <= SMs / 2 for the same four launches. The Triton interpreter runs programs one at
+    a time: never one launch there.
     """
-    return x.is_cuda and splits <= sm_count(x.device.index) // 4
+    if not x.is_cuda:
+        return False
+    return splits <= sm_count(x.device.index) // (2 if persistent else 4)
 
 
 def sync_counters(device: torch.device, n_rows: int) -> torch.Tensor:

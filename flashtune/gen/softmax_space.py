@@ -26,6 +26,8 @@ SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
 # per thread it spills. (The row regime's best 65536-column config, 16 warps, holds 128.)
 MAX_HELD_PER_THREAD = 128
 MAX_FUSED_SPLITS = 32  # fused split: one launch needs splits <= SMs / 4 (33 on 132 SMs)
+MAX_PERSISTENT_SPLITS = 64  # persistent fused split: splits <= SMs / 2 (66 on 132 SMs)
+PROGRAMS_PER_SM = (0, 2, 4)  # persistent fused split (0: one program per segment)
 MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
 # Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
 # split regimes' rounding of segments (splits x block <= 2**22), must stay below 2**31.
@@ -56,6 +58,8 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
             return "align walks the row from its first chunk: resident must be 0"
     if cfg.get("fused", False) and regime != "split":
         return "fused applies to the split regime only (False otherwise)"
+    if cfg.get("programs_per_sm", 0) and not cfg.get("fused", False):
+        return "programs_per_sm applies to the fused split regime only (0 otherwise)"
     if cfg.get("max_pass", False) and cfg["lane_stats"]:
         return "max_pass computes the sum against the final max: lane_stats must be False"
     return None
@@ -111,6 +115,10 @@ FORWARD_SPACE = VariantSpace(
               "split: statistics, a wait for the row's other programs and the output in one "
               "launch, each program re-reading the segment it just read (from L2, mostly); "
               "two launches where SPLITS > SMs / 4"),
+        Param("programs_per_sm", int, PROGRAMS_PER_SM, 0,
+              "fused split: a persistent grid of this many programs per SM, each reading one "
+              "(row, segment) item while finishing its previous one, so waits and writes "
+              "overlap reads; one launch where SPLITS <= SMs / 2 (0: a program per segment)"),
     ),
     _CONSTRAINTS,
 )
@@ -257,6 +265,14 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                     raw["splits"] *= 2
                 if n_cols >= raw["splits"] * 2 * 16384:
                     raw.update(block=16384, num_warps=16)
+            elif n_cols >= 16 * 8192:
+                # fp16/bf16 rows of 16 chunks or more: the persistent grid, 4 programs per SM,
+                # segments of one or two chunks (up to SMs / 2 per row). H100, seventh
+                # session: 16 x 1048576 35.8 us vs 39.1 us (fused, 32 per row), 128 x 262144
+                # 61.8 vs 64.8 us, 64 x 524288 60.9 vs 69.5 us; 32 x 1048576 and
+                # 8 x 2097152 within 1%. fp32 gained nothing at SMs / 2 per row.
+                raw.update(programs_per_sm=4, splits=max(2, min(
+                    _prev_pow2(sm_count // 2), _prev_pow2(n_cols // 8192))))
         if problem_misfit(op.space.complete(raw), problem):
             raw["splits"] = 2
             raw["block"] = 1024
@@ -267,6 +283,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
         raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
         raw.setdefault("fused", False)
+        raw.setdefault("programs_per_sm", 0)
     return op.space.validate(raw)
 
 
@@ -299,7 +316,10 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
         if (config["regime"] in HOLDING_REGIMES and config["block"] * config["rows_per_program"]
                 > MAX_HELD_PER_THREAD * 32 * config["num_warps"]):
             continue  # more elements per thread than registers: spills, and a long ptxas run
-        if config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
+        if config.get("programs_per_sm", 0):
+            if config["splits"] > MAX_PERSISTENT_SPLITS:
+                continue  # one launch would need 256 SMs or more: the unfused twin
+        elif config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
         if config.get("align", False) and _rows_aligned(problem):
             continue  # rows already start on 16-byte boundaries: the aligned walk only adds a head
