@@ -54,6 +54,8 @@ def compact_config(config: dict) -> str:
         parts.append(f"stages={config.get('num_stages')}")
     if config.get("resident"):
         parts.append(f"resident={config.get('resident')}")
+    if config.get("programs_per_sm"):
+        parts.append(f"persistent={config.get('programs_per_sm')}/SM")
     flags = [name for name in ("exp2", "lane_stats", "max_pass", "l2_hint", "align", "fused")
              if config.get(name)]
     if flags:
