@@ -168,12 +168,13 @@ def test_align_only_where_rows_start_off_a_boundary(dtype, cols, aligned):
     assert offered == ({False} if aligned else {False, True})
 
 
-@pytest.mark.parametrize("sm_count,splits", [(132, 32), (108, 16), (32, 8), (8, 2)])
+@pytest.mark.parametrize("sm_count,splits", [(132, 16), (108, 16), (32, 8), (8, 2)])
 def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_count, splits):
-    """Forward fp32: the fused split, with at most SMs / 4 programs per row (so one launch may
-    wait on them); the backward keeps the two-launch split. The tuner's candidates offer fused
-    only with splits that can run in one launch somewhere."""
-    problem = SoftmaxProblem(2, 1_048_576, "float32")
+    """Forward fp32 rows of fewer than 16 chunks of 8192: the fused split, with at most SMs / 4
+    programs per row (so one launch may wait on them); the backward keeps the two-launch
+    split. The tuner's candidates offer fused only with splits that can run in one launch
+    somewhere."""
+    problem = SoftmaxProblem(2, 16 * 8192 - 1, "float32")
     config = default_config("softmax", problem, sm_count=sm_count)
     assert config["regime"] == "split" and config["fused"] and config["splits"] == splits
     assert config["programs_per_sm"] == 0
@@ -185,13 +186,15 @@ def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_coun
 
 
 @pytest.mark.parametrize("sm_count,splits", [(132, 64), (108, 32), (32, 16), (8, 4)])
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_half_precision_long_rows_default_to_the_persistent_split(sm_count, splits, dtype):
-    """fp16/bf16 rows of 16 chunks of 8192 or more: the persistent fused split (4 programs per
-    SM), at most SMs / 2 segments per row (its one-launch limit); shorter rows keep the
-    fused split. The candidates offer the persistent grid up to 64 segments per row."""
+@pytest.mark.parametrize("dtype,programs", [("float16", 4), ("bfloat16", 4), ("float32", 2)])
+def test_long_rows_default_to_the_persistent_split(sm_count, splits, dtype, programs):
+    """Rows of 16 chunks of 8192 or more: the persistent fused split (4 programs per SM for
+    fp16/bf16, 2 for fp32), at most SMs / 2 segments per row (its one-launch limit); shorter
+    rows keep the fused split. The candidates offer the persistent grid up to 64 segments per
+    row."""
     config = default_config("softmax", SoftmaxProblem(2, 1_048_576, dtype), sm_count=sm_count)
-    assert config["regime"] == "split" and config["fused"] and config["programs_per_sm"] == 4
+    assert config["regime"] == "split" and config["fused"]
+    assert config["programs_per_sm"] == programs
     assert config["splits"] == splits and splits <= sm_count // 2
     shorter = default_config("softmax", SoftmaxProblem(2, 100_000, dtype), sm_count=sm_count)
     assert shorter["fused"] and shorter["programs_per_sm"] == 0

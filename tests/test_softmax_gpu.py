@@ -246,3 +246,29 @@ def test_one_launch_two_graphs_replayed_at_once_gpu(regime):
     graphs[0].replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(outs[0], torch.softmax(xs[0], -1))
+
+
+def test_persistent_split_back_to_back_launches_of_other_sizes_gpu():
+    """The persistent split's polled partials: launches of different sizes back to back on one
+    stream, never synchronized in between. Each launch zeroes the words the launch before
+    wrote, also past its own items (a small launch after a large one), so no launch may read a
+    stale word as a published partial: every output must be torch's, and the half the next
+    launch writes must be all zero at the end."""
+    from flashtune.gen import row_sync
+    from flashtune.gen.softmax_ops import softmax_forward
+
+    shapes = [(64, 262144), (3, 140000), (128, 262144), (5, 200000), (1, 131072)]
+    xs, outs = [], []
+    for round_ in range(3):
+        for rows, cols in shapes:
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.float16) * (1 + round_)
+            x[0, : cols // 3] = float("-inf")
+            config = _one_launch("persistent split", 16, cols)
+            xs.append(x)
+            outs.append(softmax_forward(x, -1, config=config))
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out.double(), torch.softmax(x.double(), -1), rtol=0, atol=2e-3)
+    state = row_sync._PARTIALS[(xs[0].device, torch.cuda.current_stream().cuda_stream)]
+    assert not state.words[state.half].any(), "stale partials left for the next launch"
+    assert state.tickets.tolist() == [0, 0]

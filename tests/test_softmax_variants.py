@@ -126,9 +126,12 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
     one after another: the first program takes every ticket, reading each (row, segment) item
     before finishing the one before. A finish whose row is not all published gives up waiting
-    and computes the partners' (m, d) from x; one whose row is complete reads the partials.
-    More programs than items: the extra ones find no ticket and only count their exit. Results
-    must be torch's, and the counters zero afterwards, for the next (shorter) launch."""
+    and computes the partners' (m, d) from x; one whose row is complete reads the published
+    words. More programs than items: the extra ones find no ticket and only count their exit.
+    Three launches alternate the two halves of the partials as row_sync.polled_partials does
+    (5 rows, then 3, then 5): each must give torch's result and leave the half the next launch
+    writes all zero, also the words past its own items (the 5-row launch's tail), and the
+    ticket counters zero."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
     cfg = OPS[op].space.complete(dict(regime="split", block=16, splits=4, num_warps=1,
@@ -136,20 +139,54 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
                                       l2_hint=True))
     module = load_variant(op, cfg)
     kernel = getattr(module, f"_{op}_split_persistent")
-    counters = torch.zeros(2 + 2 * 5, dtype=torch.int32)
-    for n_rows in (5, 3):
+    words = torch.zeros(2, 5 * 4, dtype=torch.int64)
+    tickets = torch.zeros(2, dtype=torch.int32)
+    written = [0, 0]
+    for launch, n_rows in enumerate((5, 3, 5)):
+        half = launch % 2
         x = torch.randn(n_rows, 250) * 3
         x[1] = float("-inf")
         x[0, :64] = float("-inf")  # a whole segment of -inf in a finite row
         x[-1, 7] = float("nan")
         y = torch.full_like(x, 123.0)
-        stats = torch.empty(2, n_rows * 4)
-        kernel[(programs,)](x, y, stats[0], stats[1], counters, n_rows, 250, x.stride(0),
-                            y.stride(0), 64, n_rows * 4, programs, BLOCK=cfg["block"], SPLITS=4,
-                            MAX_POLLS=2)
+        kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 250, x.stride(0),
+                            y.stride(0), 64, n_rows * 4, written[1 - half], programs,
+                            BLOCK=cfg["block"], SPLITS=4, MAX_POLLS=2)
+        written = [n_rows * 4, 0] if half == 0 else [0, n_rows * 4]
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
-        assert counters.tolist() == [0] * len(counters), f"counters left at {counters.tolist()}"
+        assert (words[half, :n_rows * 4] != 0).all(), "every item's partial was published"
+        assert not words[1 - half].any(), f"launch {launch} left stale partials for the next"
+        assert tickets.tolist() == [0, 0], f"ticket counters left at {tickets.tolist()}"
+
+
+def test_polled_partials_alternate_halves_and_never_hand_out_stale_words():
+    """Host side of the persistent split's workspace: each launch gets the half the launch
+    before did not write (all zero) and is told how many words of the other half to zero; a
+    launch that raised before it was enqueued swaps nothing; a larger launch gets a fresh,
+    zeroed workspace."""
+    from flashtune.gen import row_sync
+
+    device = torch.device("cpu")
+    row_sync._PARTIALS.pop((device, 0), None)
+    with row_sync.polled_partials(device, 10) as first:
+        assert first.n_stale == 0 and not first.slots.any()
+        first.slots[:10] = 7  # what a launch leaves: its partials
+    with row_sync.polled_partials(device, 4) as second:
+        assert second.stale.data_ptr() == first.slots.data_ptr() and second.n_stale == 10
+        assert not second.slots.any()
+        second.stale[:10] = 0  # what the kernel does
+        second.slots[:4] = 7
+    with pytest.raises(RuntimeError):
+        with row_sync.polled_partials(device, 4) as failed:
+            raise RuntimeError("compile error before the launch")
+    with row_sync.polled_partials(device, 4) as third:
+        assert third.slots.data_ptr() == failed.slots.data_ptr() == first.slots.data_ptr()
+        assert third.n_stale == 4 and not third.slots.any()
+    capacity = third.slots.numel()
+    with row_sync.polled_partials(device, capacity + 1) as grown:
+        assert grown.slots.numel() > capacity and grown.n_stale == 0 and not grown.slots.any()
+    row_sync._PARTIALS.pop((device, 0), None)
 
 
 @pytest.mark.parametrize("op", FORWARD_OPS)

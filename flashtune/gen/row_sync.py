@@ -1,16 +1,25 @@
-"""Host side of the row barrier that one-launch kernels use (coop and fused split regimes).
+"""Host side of the row sync that one-launch kernels use (coop and fused split regimes).
 
 A one-launch kernel spreads each row over SPLITS programs that exchange partial (m, d) states
-through global memory and wait for each other (the kernel side is the `row_barrier` macro of
-``_softmax_common.py.jinja``). It needs zeroed int32 counters: [tickets, done, arrivals per row,
-departures per row]. The kernel leaves them zero when it ends, so they are zeroed only when
-allocated, and kept per (device, stream): launches on one stream run one after another, while
-launches on different streams may run at the same time and must not share counters.
+through global memory and wait for each other. Two kinds of workspace, both kept per (device,
+stream): launches on one stream run one after another, while launches on different streams may
+run at the same time and must not share them.
+
+- Counters (coop, fused split; the `row_barrier` macro of ``_softmax_common.py.jinja``): zeroed
+  int32 [tickets, done, arrivals per row, departures per row]. The kernel leaves them zero when
+  it ends, so they are zeroed only when allocated.
+- Polled partials (the persistent fused split): each partial is one 64-bit word that readers
+  poll directly (no arrival counter, no fences; zero means "not yet"). Two halves alternate
+  between launches: a launch writes its half and zeroes the other, which the launch before
+  wrote (`polled_partials`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from typing import Iterator, NamedTuple
 
 import torch
 
@@ -54,3 +63,56 @@ def sync_counters(device: torch.device, n_rows: int) -> torch.Tensor:
         counters = torch.zeros(max(2 * need, 1024), dtype=torch.int32, device=device)
         _COUNTERS[key] = counters
     return counters
+
+
+class Partials(NamedTuple):
+    """What a persistent split launch needs: `slots` (its half, all zero, one int64 word per
+    work item), `stale` (the other half), `n_stale` (how many of its leading words the launch
+    before wrote: this launch zeroes them) and zeroed int32 `tickets` [ticket, exits]."""
+    slots: torch.Tensor
+    stale: torch.Tensor
+    n_stale: int
+    tickets: torch.Tensor
+
+
+class _PartialsState:
+    def __init__(self, device: torch.device, capacity: int) -> None:
+        self.words = torch.zeros((2, capacity), dtype=torch.int64, device=device)
+        self.tickets = torch.zeros(2, dtype=torch.int32, device=device)
+        self.half = 0  # the half the next launch writes
+        self.written = [0, 0]  # leading words of each half that hold a launch's partials
+        self.lock = threading.Lock()
+
+
+_PARTIALS: dict[tuple[torch.device, int], _PartialsState] = {}
+_PARTIALS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def polled_partials(device: torch.device, n_items: int) -> Iterator[Partials]:
+    """The polled-partials workspace for one launch of n_items work items on the current
+    stream: launch the kernel inside the `with`.
+
+    Invariant: the half a launch gets is all zero. The launch before (same stream, so finished
+    by the time this one runs) wrote the other half's first `n_stale` words, and this launch
+    zeroes them. The halves swap only when the launch was enqueued (no exception), under a
+    lock, so threads sharing a stream cannot enqueue two launches on one half. A CUDA graph
+    replays the captured words on any stream: it gets a workspace of its own, zeroed inside
+    the graph."""
+    on_gpu = device.type == "cuda"
+    if on_gpu and torch.cuda.is_current_stream_capturing():
+        words = torch.zeros((2, max(n_items, 1)), dtype=torch.int64, device=device)
+        yield Partials(words[0], words[1], 0, torch.zeros(2, dtype=torch.int32, device=device))
+        return
+    key = (device, torch.cuda.current_stream(device).cuda_stream if on_gpu else 0)
+    with _PARTIALS_LOCK:
+        state = _PARTIALS.get(key)
+        if state is None or state.words.shape[1] < n_items:
+            state = _PARTIALS[key] = _PartialsState(device, max(2 * n_items, 1024))
+    with state.lock:
+        half = state.half
+        yield Partials(state.words[half], state.words[1 - half], state.written[1 - half],
+                       state.tickets)
+        state.written[1 - half] = 0
+        state.written[half] = n_items
+        state.half = 1 - half

@@ -254,25 +254,23 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             one_launch_splits = _prev_pow2(sm_count // 4)
             raw.update(fused=True, block=8192, num_stages=1,
                        splits=max(2, min(splits, one_launch_splits)))
-            if elem_bytes == 4:
+            if n_cols >= 16 * 8192:
+                # Rows of 16 chunks or more: the persistent grid (2 programs per SM for fp32,
+                # 4 for fp16/bf16), segments of one or two chunks, up to SMs / 2 per row.
+                # H100, eighth session (partials polled, no counters): 128 x 262144 fp16
+                # 54 us (62 us before with counters; 65 us for the fused split), fp32 98 us
+                # vs 109 us (fused, 32 per row); 16 x 1048576 fp16 34 us vs 36 us, fp32
+                # 65 us vs 67 us. fp32 with 4 programs per SM: 116 us on 128 x 262144.
+                raw.update(programs_per_sm=4 if elem_bytes == 2 else 2, splits=max(2, min(
+                    _prev_pow2(sm_count // 2), _prev_pow2(n_cols // 8192))))
+            elif elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
-                # vs 134 us with 8, and 16 x 1048576 67 us vs 73 us with chunks of 16384 and
-                # 16 warps. fp16 gained nothing from more programs (69 us vs 65 us).
+                # vs 134 us with 8. fp16 gained nothing from more programs (69 us vs 65 us).
                 while (raw["splits"] < one_launch_splits
                        and problem.n_rows * raw["splits"] < 16 * sm_count
                        and raw["splits"] * 2 * 8192 <= n_cols):
                     raw["splits"] *= 2
-                if n_cols >= raw["splits"] * 2 * 16384:
-                    raw.update(block=16384, num_warps=16)
-            elif n_cols >= 16 * 8192:
-                # fp16/bf16 rows of 16 chunks or more: the persistent grid, 4 programs per SM,
-                # segments of one or two chunks (up to SMs / 2 per row). H100, seventh
-                # session: 16 x 1048576 35.8 us vs 39.1 us (fused, 32 per row), 128 x 262144
-                # 61.8 vs 64.8 us, 64 x 524288 60.9 vs 69.5 us; 32 x 1048576 and
-                # 8 x 2097152 within 1%. fp32 gained nothing at SMs / 2 per row.
-                raw.update(programs_per_sm=4, splits=max(2, min(
-                    _prev_pow2(sm_count // 2), _prev_pow2(n_cols // 8192))))
         if problem_misfit(op.space.complete(raw), problem):
             raw["splits"] = 2
             raw["block"] = 1024
