@@ -79,7 +79,14 @@ def _hot_plan(plans, x, dim, dtype):
     if (dtype is None and not _is_compiling() and type(x) is _Tensor and not x.is_neg()
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
-        return plans.get((x.shape, x.stride(), x.dtype, x.device, dim))
+        try:
+            key = (x.shape, x.stride(), x.dtype, x.device, dim)
+        except RuntimeError:
+            # Sparse compressed (CSR/CSC/BSR/BSC) and nested tensors have no strides (nested:
+            # no sizes either); _call rejects them with a TypeError naming the layout. The try
+            # is free on the hot path from Python 3.11 (zero-cost exceptions), a few ns before.
+            return None
+        return plans.get(key)
     return None
 
 

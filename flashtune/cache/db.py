@@ -6,6 +6,7 @@ Every write is one short upsert in its own transaction. Every failure of the dat
 
 from __future__ import annotations
 
+import os
 import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -200,6 +201,12 @@ class TuneDB:
     def export_json(self, path: Any, device: DeviceInfo | None = None) -> int:
         from .transfer import export_winners
 
+        # The export replaces its target: aimed at this SQLite file (a typo away, e.g.
+        # `flashtune export tuned.sqlite`), it would destroy every tuned winner.
+        database = sqlite_file(self._url)
+        if database is not None and _same_file(path, database):
+            raise ValueError(f"{path}: is the winner database itself; give another file to "
+                             "export to")
         return export_winners(self.winners(device), path)
 
     def import_json(self, path: Any) -> int:
@@ -266,6 +273,14 @@ def device_filter(table: Table, device: DeviceInfo | None) -> list:
         raise TypeError(f"device must be a DeviceInfo or None, got {type(device).__name__}")
     return _match(table, {"device_name": device.name, "capability": device.capability,
                           "sm_count": device.sm_count, "triton_version": device.triton_version})
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    """Whether two paths name one existing file (links included); False if either is missing."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _insert(dialect: str, table: Table):

@@ -140,8 +140,9 @@ def _stored_config(row: Any) -> dict[str, Any]:
 def winner_from_row(row: Any) -> Winner:
     """A Winner from a database row; raises (ValueError/TypeError) on anything tampered."""
     median, p20, p80 = check_timing(row.median_ms, row.p20_ms, row.p80_ms)
-    if type(row.flashtune_version) is not str:
-        raise TypeError(f"flashtune_version must be text, got {row.flashtune_version!r}")
+    # non-empty, as import requires: a row `flashtune export` writes must import again
+    if type(row.flashtune_version) is not str or not row.flashtune_version:
+        raise TypeError(f"flashtune_version must be non-empty text, got {row.flashtune_version!r}")
     return Winner(_device_of(row), check_family_hash(row.family_hash), _key_of(row),
                   _stored_config(row), median, p20, p80, check_trials(row.trials),
                   row.flashtune_version, utc(row.tuned_at))

@@ -55,7 +55,10 @@ def run(args) -> int:
     lines.append(("torch", _version("torch")))
     lines.append(("triton", _version("triton")))
     lines.append(("flashtune", flashtune.__version__))
-    url, path = database_location()
+    try:
+        url, path = database_location()
+    except (ValueError, TypeError) as err:  # e.g. FLASHTUNE_DB=mysql://...: report it, go on
+        url, path = f"invalid ({err})", None
     if path is not None:
         url += "  (exists)" if os.path.isfile(path) else "  (not created yet)"
     lines.append(("database", url))

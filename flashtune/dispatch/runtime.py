@@ -27,6 +27,9 @@ def check_dtype(name: str, t: torch.Tensor) -> None:
     """Floating dtypes are accepted (fp64 goes to torch); anything else is a TypeError."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_nested:  # a strided nested tensor has layout torch.strided but no sizes or strides
+        raise TypeError(f"{name} is a nested tensor; flashtune softmax takes strided (dense) "
+                        "tensors (call .to_padded_tensor(...) first)")
     if t.layout != torch.strided:
         raise TypeError(f"{name} has layout {t.layout}; flashtune softmax takes strided (dense) "
                         "tensors (call .to_dense() first)")

@@ -97,16 +97,22 @@ def check_inputs(q: Any, k: Any, v: Any) -> None:
                          f"{HEAD_DIM_STEP} between {HEAD_DIM_STEP} and {HEAD_DIM_MAX}")
 
 
+def _type_name(value: Any) -> str:
+    """``bool``, but ``numpy.bool`` for numpy's (whose bare name is "bool" too), as torch says."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> float:
     """Validate the scalar arguments; return the softmax scale (default 1/sqrt(head_dim))."""
     if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+        raise TypeError(f"causal must be a bool, got {_type_name(causal)}")
     if not isinstance(return_lse, bool):
-        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
+        raise TypeError(f"return_lse must be a bool, got {_type_name(return_lse)}")
     if scale is None:
         return 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__}")
+        raise TypeError(f"scale must be a real number or None, got {_type_name(scale)}")
     try:
         scale = float(scale)
     except OverflowError:  # e.g. an int or Fraction beyond the float range

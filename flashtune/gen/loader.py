@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -65,6 +66,7 @@ def write_source(variant: RenderedVariant) -> Path:
     except OSError as err:
         fallback = fallback_kernel_dir() / path.name
         try:
+            _private_folder(fallback.parent)
             written = _write_atomically(variant, fallback)
         except OSError as err2:
             raise OSError(
@@ -81,6 +83,25 @@ def write_source(variant: RenderedVariant) -> Path:
 
 
 _warned_dirs: set[Path] = set()
+
+
+def _private_folder(folder: Path) -> None:
+    """Create ``folder`` and its parent for this user only, and refuse them if another user
+    owns or can write either: the temp folder's name is predictable, and the kernels written
+    there are imported (run) by this process, so a folder another user prepared could swap a
+    file between our write and our import."""
+    getuid = getattr(os, "getuid", None)  # POSIX; Windows temp folders are per user already
+    for part in (folder.parent, folder):
+        part.mkdir(mode=0o700, exist_ok=True)
+        if getuid is None:
+            continue
+        st = os.lstat(part)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != getuid() or st.st_mode & 0o022:
+            # Refused even when ours: files others put there while it was open could be
+            # theirs to change after we compared them.
+            raise OSError(f"{part} is not a private folder of this user (owner uid {st.st_uid}, "
+                          f"mode {oct(st.st_mode & 0o777)}); flashtune will not import kernels "
+                          "from it")
 
 
 def load(variant: RenderedVariant) -> ModuleType:

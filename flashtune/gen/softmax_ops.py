@@ -33,6 +33,8 @@ class DimError(ValueError, IndexError):
 def check_tensor(name: str, t: Any) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_nested:  # a strided nested tensor has layout torch.strided but no sizes or strides
+        raise TypeError(f"{name} is a nested tensor; flashtune takes strided (dense) tensors")
     if t.layout != torch.strided:
         raise TypeError(f"{name} has layout {t.layout}; flashtune takes strided (dense) tensors")
     if t.dtype not in SUPPORTED_DTYPES:

@@ -1,0 +1,159 @@
+"""Defects found by an adversarial audit of the public ops, the cache and the command line.
+
+Each test names the input that used to go wrong and what a user relies on instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import flashtune
+from flashtune.cache import CacheWarning, TuneDB
+from flashtune.cli import main
+from flashtune.gen import loader as loader_mod
+from flashtune.gen import load_variant
+from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
+from flashtune.gen.softmax_space import SoftmaxProblem, default_config
+from test_cache_support import DEV, FAMILY, KEY, row_config
+
+_NO_STRIDES = {  # layouts whose tensors raise on .stride() (nested: on .shape too)
+    "csr": lambda x: x.to_sparse_csr(),
+    "csc": lambda x: x.to_sparse_csc(),
+    "bsr": lambda x: x.to_sparse_bsr((2, 2)),
+    "bsc": lambda x: x.to_sparse_bsc((2, 2)),
+}
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# -- inputs without strides: a TypeError naming the layout, not an internal RuntimeError --------
+
+@pytest.mark.parametrize("op", [flashtune.softmax, flashtune.log_softmax])
+@pytest.mark.parametrize("layout", sorted(_NO_STRIDES))
+def test_sparse_compressed_input_is_a_clear_type_error(op, layout, device):
+    # the hot path used to read x.stride() first: "Sparse CSR tensors do not have strides"
+    dense = torch.randn(4, 6, device=device)
+    op(dense)  # a plan for this shape exists: the sparse call must still get the clear error
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
+        sparse = _NO_STRIDES[layout](dense)
+    with pytest.raises(TypeError, match="layout"):
+        op(sparse)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_strided_nested_tensor_is_a_clear_type_error(requires_grad):
+    # layout torch.strided, yet no sizes: used to fail with "NestedTensorImpl doesn't support
+    # sizes. Please file an issue." (or deep inside a permute on the autograd path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "nested tensors are in prototype stage"
+        nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)],
+                                            requires_grad=requires_grad)
+    with pytest.raises(TypeError, match="nested"):
+        flashtune.softmax(nested, -1)
+    with pytest.raises(TypeError, match="x is a nested tensor"):
+        softmax_forward(nested, -1)
+    with pytest.raises(TypeError, match="dy is a nested tensor"):
+        softmax_backward(torch.randn(2, 3), nested, -1)
+
+
+# -- attention flag errors name numpy types as torch does ---------------------------------------
+
+def test_attention_flag_errors_name_numpy_types(device):
+    q = torch.randn(1, 2, 5, 16, dtype=torch.float16, device=device)
+    # used to say "causal must be a bool, got bool"
+    with pytest.raises(TypeError, match=r"causal must be a bool, got numpy\.bool"):
+        flashtune.attention(q, q, q, causal=np.bool_(True))
+    with pytest.raises(TypeError, match=r"return_lse must be a bool, got numpy\.bool"):
+        flashtune.attention(q, q, q, return_lse=np.bool_(False))
+    with pytest.raises(TypeError, match=r"scale must be a real number or None, got torch\.Tensor"):
+        flashtune.attention(q, q, q, scale=torch.tensor(0.5))
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+def test_env_reports_an_invalid_database_url(capsys, monkeypatch):
+    # the diagnostics command used to stop at a bad FLASHTUNE_DB with no report at all
+    monkeypatch.setenv("FLASHTUNE_DB", "mysql://user@host/db")
+    rc, out, err = _cli(capsys, "env")
+    assert rc == 0 and "Traceback" not in err
+    assert "database" in out and "invalid" in out and "mysql" in out
+    assert "torch" in out and "FLASHTUNE_DB" in out  # the rest of the report is still there
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "dot-relative", "relative"])
+def test_export_refuses_to_overwrite_its_own_database(tmp_path, capsys, monkeypatch, spelling):
+    # `flashtune export tuned.sqlite --db tuned.sqlite` used to replace the database by the
+    # JSON export: every tuned winner lost, exit code 0
+    monkeypatch.chdir(tmp_path)
+    db_path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(db_path)) as db:
+        db.upsert_winner(DEV, FAMILY, KEY, row_config(), median_ms=1.0, p20_ms=1.0, p80_ms=1.0,
+                         trials=1)
+    target = {"absolute": str(db_path), "dot-relative": "./tuned.sqlite",
+              "relative": "tuned.sqlite"}[spelling]
+    rc, _, err = _cli(capsys, "export", target, "--db", f"sqlite:///{db_path}")
+    assert rc == 2 and "is the winner database itself" in err and "Traceback" not in err
+    with TuneDB(str(db_path), read_only=True) as db:
+        assert [w.key for w in db.winners()] == [KEY]
+    rc, _, _ = _cli(capsys, "export", str(tmp_path / "out.json"), "--db", str(db_path))
+    assert rc == 0  # another target still works
+
+
+def test_what_export_writes_imports_again(tmp_path, capsys):
+    # a row with an empty flashtune_version was exported, and then made import reject the whole
+    # file ("flashtune_version must be a non-empty str"): now the reader skips it, with a warning
+    source, target = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    other = KEY.make(KEY.op, KEY.dtype, {"rows_bucket": 8, "cols_bucket": 4096})
+    with TuneDB(str(source)) as db:
+        for key in (KEY, other):
+            db.upsert_winner(DEV, FAMILY, key, row_config(), median_ms=1.0, p20_ms=1.0,
+                             p80_ms=1.0, trials=1)
+    conn = sqlite3.connect(source)
+    with conn:
+        conn.execute("UPDATE ft_v1_winners SET flashtune_version = '' WHERE bucket = ?",
+                     (other.bucket_json(),))
+    conn.close()
+    export = tmp_path / "winners.json"
+    with pytest.warns(CacheWarning, match="flashtune_version"):
+        with TuneDB(str(source), read_only=True) as db:
+            assert db.export_json(export) == 1
+    rc, _, err = _cli(capsys, "import", str(export), "--db", str(target))
+    assert rc == 0, err
+    with TuneDB(str(target), read_only=True) as db:
+        assert [w.key for w in db.winners()] == [KEY]
+
+
+# -- the kernel cache ---------------------------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_fallback_kernel_folder_must_be_private(tmp_path, monkeypatch):
+    # The fallback folder has a predictable name in the shared temp folder, and its kernels are
+    # imported: one prepared by another user (writable by others) must not be used.
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))  # cannot be written
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: shared / "kernels")
+    config = default_config("softmax", SoftmaxProblem(3, 40, "float32")).as_dict()
+    with pytest.raises(OSError, match="not a private folder"):
+        load_variant("softmax", config)
+    shared.chmod(0o700)
+    with pytest.warns(RuntimeWarning, match="FLASHTUNE_CACHE_DIR"):
+        module = load_variant("softmax", config)
+    assert module.__file__.startswith(str(shared / "kernels"))
+    assert (shared / "kernels").stat().st_mode & 0o077 == 0
