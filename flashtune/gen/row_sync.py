@@ -50,14 +50,24 @@ def one_launch(x: torch.Tensor, splits: int, persistent: bool = False) -> bool:
     return splits <= sm_count(x.device.index) // (2 if persistent else 4)
 
 
+def _stream_key(device: torch.device) -> tuple[torch.device, int] | None:
+    """The key of the workspace that launches on the current stream share, or None while a
+    CUDA graph is being captured: a graph keeps the address it captured and replays on any
+    stream, maybe beside other graphs, so it gets a workspace of its own, zeroed inside the
+    graph, never cached. (Not CUDA: the Triton interpreter, one stream.)"""
+    if device.type != "cuda":
+        return (device, 0)
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    return (device, torch.cuda.current_stream(device).cuda_stream)
+
+
 def sync_counters(device: torch.device, n_rows: int) -> torch.Tensor:
     """Zeroed counters for a one-launch kernel over n_rows rows on the current stream."""
     need = 2 + 2 * n_rows
-    if torch.cuda.is_current_stream_capturing():
-        # A CUDA graph keeps the address it captured and replays on any stream, maybe beside
-        # other graphs: it gets counters of its own, zeroed inside the graph, never cached.
+    key = _stream_key(device)
+    if key is None:
         return torch.zeros(need, dtype=torch.int32, device=device)
-    key = (device, torch.cuda.current_stream(device).cuda_stream)
     counters = _COUNTERS.get(key)
     if counters is None or counters.numel() < need:
         counters = torch.zeros(max(2 * need, 1024), dtype=torch.int32, device=device)
@@ -97,14 +107,12 @@ def polled_partials(device: torch.device, n_items: int) -> Iterator[Partials]:
     by the time this one runs) wrote the other half's first `n_stale` words, and this launch
     zeroes them. The halves swap only when the launch was enqueued (no exception), under a
     lock, so threads sharing a stream cannot enqueue two launches on one half. A CUDA graph
-    replays the captured words on any stream: it gets a workspace of its own, zeroed inside
-    the graph."""
-    on_gpu = device.type == "cuda"
-    if on_gpu and torch.cuda.is_current_stream_capturing():
+    gets a workspace of its own (`_stream_key`)."""
+    key = _stream_key(device)
+    if key is None:
         words = torch.zeros((2, max(n_items, 1)), dtype=torch.int64, device=device)
         yield Partials(words[0], words[1], 0, torch.zeros(2, dtype=torch.int32, device=device))
         return
-    key = (device, torch.cuda.current_stream(device).cuda_stream if on_gpu else 0)
     with _PARTIALS_LOCK:
         state = _PARTIALS.get(key)
         if state is None or state.words.shape[1] < n_items:
