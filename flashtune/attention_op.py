@@ -1,10 +1,12 @@
 """``flashtune.attention``: the public flash-attention forward, registered with torch.library.
 
 The op ``flashtune::attention_fwd`` has a fake (meta) implementation, so torch.compile can trace
-through it, and an autograd formula that raises NotImplementedError: a backward through it
-fails loudly instead of producing a wrong (or silently missing) gradient. Forward-mode AD
-(``torch.autograd.forward_ad``, ``torch.func.jvp``) would silently drop or zero the tangent
-(custom ops have no forward-AD formula), so dual inputs raise NotImplementedError too.
+through it, and an autograd formula whose backward op raises NotImplementedError when it runs:
+a backward through it fails loudly instead of producing a wrong (or silently missing) gradient,
+while a compiled forward on inputs that require grad still runs (AOTAutograd traces the backward
+through the op's fake implementation). torch.func gradient transforms raise it at the call.
+Forward-mode AD (``torch.autograd.forward_ad``, ``torch.func.jvp``) would silently drop or zero
+the tangent (custom ops have no forward-AD formula), so dual inputs raise NotImplementedError too.
 
 Which kernel variant runs is decided by a chooser hook: by default the dispatcher's
 (``flashtune.dispatch.attention.choose``: the tuned winner of this device, exact bucket, else
@@ -70,19 +72,40 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse):
     attention_ops.check_inputs(q, k, v)
+    # The real kernel refuses a non-finite scale: a traced graph must fail where eager does.
+    attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
     lse_shape = tuple(q.shape[:3]) if return_lse else (0,)
     return torch.empty_like(q), q.new_empty(lse_shape, dtype=torch.float32)
 
 
+_NO_BACKWARD = ("flashtune.attention has no backward yet (forward only); for training use "
+                "torch.nn.functional.scaled_dot_product_attention")
+
+
+@torch.library.custom_op("flashtune::attention_no_backward", mutates_args=())
+def _no_backward(grad_out: torch.Tensor, q_shape: list[int],
+                 kv_shape: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward of attention_fwd: raises when it runs, never returns a gradient."""
+    raise NotImplementedError(_NO_BACKWARD)
+
+
+@_no_backward.register_fake
+def _no_backward_fake(grad_out, q_shape, kv_shape):
+    # Shapes only: torch.compile traces the backward graph as soon as an input requires grad
+    # (before any backward is asked for); raising there would fail a forward that works eagerly.
+    return (grad_out.new_empty(q_shape), grad_out.new_empty(kv_shape),
+            grad_out.new_empty(kv_shape))
+
+
 def _setup_context(ctx, inputs, output):
-    pass  # nothing to save: there is no backward yet
+    ctx.q_shape, ctx.kv_shape = list(inputs[0].shape), list(inputs[1].shape)
 
 
 def _backward(ctx, grad_out, grad_lse):
-    raise NotImplementedError(
-        "flashtune.attention has no backward yet (forward only); for training use "
-        "torch.nn.functional.scaled_dot_product_attention"
-    )
+    if grad_out is None:
+        raise NotImplementedError(_NO_BACKWARD)
+    return (*torch.ops.flashtune.attention_no_backward(grad_out, ctx.q_shape, ctx.kv_shape),
+            None, None, None)
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -95,6 +118,27 @@ def _refuse_forward_ad(*tensors: torch.Tensor) -> None:
             "flashtune.attention has no forward-mode AD formula (its tangent would be lost); "
             "use torch.nn.functional.scaled_dot_product_attention under forward_ad / torch.func.jvp"
         )
+
+
+def _functorch_grad_tracked(t: torch.Tensor) -> bool:
+    """Is ``t`` differentiated by a torch.func transform (grad, vjp, jacrev), under any vmap?"""
+    from torch._C import _functorch as _ft  # private: only reached under a torch.func transform
+
+    while True:
+        if _ft.is_gradtrackingtensor(t):
+            if t.requires_grad:
+                return True
+        elif not _ft.is_batchedtensor(t):
+            return False
+        t = _ft.get_unwrapped(t)
+
+
+def _refuse_functorch_grad(*tensors: torch.Tensor) -> None:
+    # A custom op's autograd does not run under torch.func transforms: torch would raise a
+    # RuntimeError about autograd.Function.setup_context, which names nothing of ours.
+    if _grad_enabled() and any(_functorch_grad_tracked(t) for t in tensors):
+        raise NotImplementedError(
+            _NO_BACKWARD + " (torch.func.grad / vjp / jacrev included)")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -121,9 +165,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     Returns out (q's dtype and shape; q's memory layout when q is dense), or (out, lse) with
     lse (B, H, Nq) float32 in natural-log units.
 
-    Forward only: a backward through the result, or forward-mode AD (dual inputs), raises
-    NotImplementedError rather than give a wrong or missing gradient. torch.compile
-    (fullgraph=True) traces it as the custom op ``torch.ops.flashtune.attention_fwd``.
+    Forward only: a backward through the result, torch.func.grad / vjp / jacrev, or forward-
+    mode AD (dual inputs) raises NotImplementedError rather than give a wrong or missing
+    gradient. torch.compile (fullgraph=True) traces it as the custom op
+    ``torch.ops.flashtune.attention_fwd``.
     """
     key = _plan_key(q, k, v, causal, scale, return_lse)
     if key is not None:
@@ -132,6 +177,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
             return plan(q, k, v)
     attention_ops.check_inputs(q, k, v)
     _refuse_forward_ad(q, k, v)
+    if _functorch_active():
+        _refuse_functorch_grad(q, k, v)
     scale_f = attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
     if key is None:
         out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale_f, return_lse)
