@@ -41,6 +41,17 @@ def test_huge_logits_no_nan(op, dtype, device):
 
 
 @pytest.mark.parametrize("op", FORWARD)
+def test_large_offset_fp32_logits_keep_torch_accuracy(op, device):
+    """fp32 logits around 1e6 (ulp 0.06): log_softmax must subtract the max before adding
+    log(d), or log(d) rounds away (it wrote x - (m + log d): errors up to 0.03)."""
+    x = (torch.randn(6, 300, generator=torch.Generator().manual_seed(3)) * 3 + 1e6).to(device)
+    for config in _configs(op, 300):
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config)
+        acc = forward_case(op, x, out)
+        assert acc.ok, f"{config}: {acc}"
+
+
+@pytest.mark.parametrize("op", FORWARD)
 def test_rows_with_minus_inf(op, device):
     x = torch.randn(5, 300)
     x[0, ::3] = float("-inf")
@@ -66,6 +77,30 @@ def test_all_minus_inf_row_and_nan_match_torch(op, device):
         out = softmax_forward(x, -1, log=OPS[op].log, config=config).cpu()
         assert torch.equal(torch.isnan(out), torch.isnan(expected)), config
         torch.testing.assert_close(out[3], expected[3], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", FORWARD)
+def test_extreme_finite_values_next_to_infinities_match_torch(op, device):
+    """Finite values at the ends of the fp32 range next to infinities give torch's results:
+    one -FLT_MAX among -inf (one-hot), a row of -FLT_MAX (uniform; log_softmax -log(300),
+    which x - (m + log d) used to round to 0), +-FLT_MAX together (one-hot), and a +inf among
+    -inf (a NaN row)."""
+    big = torch.finfo(torch.float32).max
+    x = torch.full((5, 300), float("-inf"))
+    x[0, 77] = -big                    # one -FLT_MAX among -inf: one-hot
+    x[1] = -big                        # all -FLT_MAX: uniform
+    x[2] = 0.0
+    x[2, 10], x[2, 20] = big, -big     # exp(-FLT_MAX - FLT_MAX) underflows to 0
+    x[3, 150] = float("inf")           # inf - inf: a NaN row, as in torch
+    x[4, ::7] = -big                   # -FLT_MAX in every chunk, -inf around it
+    x = x.to(device)
+    expected = _torch(op, x.cpu())
+    for config in _configs(op, 300):
+        out = softmax_forward(x, -1, log=OPS[op].log, config=config).cpu()
+        assert torch.equal(torch.isnan(out), torch.isnan(expected)), config
+        keep = ~torch.isnan(expected)
+        torch.testing.assert_close(out[keep], expected[keep], rtol=1e-5, atol=1e-6,
+                                   msg=lambda m: f"{config}: {m}")
 
 
 @pytest.mark.parametrize("op", FORWARD)
