@@ -9,7 +9,7 @@ import torch
 
 import flashtune.dispatch as dispatch
 from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
-from flashtune.gen import template_family_hash
+from flashtune.gen import attention_space, template_family_hash
 from flashtune.gen.softmax_space import SoftmaxProblem, problem_bucket
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -51,6 +51,17 @@ def seed(path, op: str, dtype: str, shape: tuple[int, int], config: dict, *,
         db.upsert_winner(device, family_hash or template_family_hash(op), key, config,
                          median_ms=median_ms, p20_ms=median_ms * 0.9, p80_ms=median_ms * 1.1,
                          trials=3)
+    return key
+
+
+def seed_attention(path, p: attention_space.AttentionProblem, config: dict, *,
+                   family_hash: str | None = None) -> ProblemKey:
+    """Store one attention winner for the bucket of ``p`` on this machine's device."""
+    device = DeviceInfo.current(torch.device(DEVICE))
+    key = ProblemKey.make("attention_fwd", p.dtype, attention_space.problem_bucket(p))
+    with TuneDB(f"sqlite:///{path}") as db:
+        db.upsert_winner(device, family_hash or template_family_hash("attention_fwd"), key,
+                         config, median_ms=0.01, p20_ms=0.009, p80_ms=0.011, trials=3)
     return key
 
 

@@ -17,11 +17,10 @@ from torch.nn.attention.bias import causal_lower_right
 
 import flashtune
 from attention_cases import Shape, check_case, config, make_qkv
-from dispatch_helpers import DEVICE, fresh_db  # noqa: F401
+from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune import dispatch
-from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
-from flashtune.gen import attention_ops, template_family_hash
-from flashtune.gen.attention_space import AttentionProblem, problem_bucket
+from flashtune.gen import attention_ops
+from flashtune.gen.attention_space import AttentionProblem
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
               pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning"),
@@ -290,11 +289,7 @@ def test_vmap_matches_a_loop(device):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs CPU tensors refused without the interpreter")
 def test_unlaunchable_input_keeps_the_tuned_config(fresh_db, monkeypatch):  # noqa: F811
     p = AttentionProblem(1, 2, 2, 9, 13, 16, False, "float16")
-    key = ProblemKey.make("attention_fwd", p.dtype, problem_bucket(p))
-    with TuneDB(f"sqlite:///{fresh_db}") as db:
-        db.upsert_winner(DeviceInfo.current(torch.device(DEVICE)), template_family_hash("attention_fwd"),
-                         key, config(BLOCK_M=16, BLOCK_N=16), median_ms=0.01, p20_ms=0.009,
-                         p80_ms=0.011, trials=3)
+    seed_attention(fresh_db, p, config(BLOCK_M=16, BLOCK_N=16))
     q, k, v = _qkv(DEVICE)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with warnings.catch_warnings():

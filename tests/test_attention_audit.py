@@ -23,10 +23,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import flashtune
 import flashtune.dispatch as dispatch
 from attention_cases import Shape, check_case, config, make_qkv
-from dispatch_helpers import DEVICE, fresh_db  # noqa: F401
-from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune.cache.models import WinnerRow
-from flashtune.gen import template_family_hash
 from flashtune.gen.attention_space import AttentionProblem, problem_bucket
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
@@ -147,11 +145,7 @@ _GOOD = dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1, exp2=False, pv_a
 ])
 def test_tampered_attention_winner_falls_back_to_the_default(fresh_db, tamper):  # noqa: F811
     p = AttentionProblem(1, 2, 2, 9, 13, 16, False, "float16")
-    key = ProblemKey.make("attention_fwd", p.dtype, problem_bucket(p))
-    with TuneDB(f"sqlite:///{fresh_db}") as db:
-        db.upsert_winner(DeviceInfo.current(torch.device(DEVICE)),
-                         template_family_hash("attention_fwd"),
-                         key, config(**_GOOD), median_ms=0.01, p20_ms=0.009, p80_ms=0.011, trials=3)
+    seed_attention(fresh_db, p, config(**_GOOD))
     values = {}
     if "config" in tamper:
         values["config"] = json.dumps(tamper["config"])

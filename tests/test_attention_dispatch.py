@@ -14,11 +14,11 @@ import flashtune
 import flashtune.dispatch as dispatch
 from attention_cases import Shape, check_case, config, make_qkv
 from dispatch_helpers import DEVICE, fresh_db, sm_count  # noqa: F401
-from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+from dispatch_helpers import seed_attention as seed
 from flashtune.cli import main
 from flashtune.dispatch import DispatchWarning
-from flashtune.gen import attention_ops, template_family_hash
-from flashtune.gen.attention_space import AttentionProblem, default_config, problem_bucket
+from flashtune.gen import attention_ops
+from flashtune.gen.attention_space import AttentionProblem, default_config
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
               pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")]
@@ -28,16 +28,6 @@ OP = "attention_fwd"
 
 def problem(nq=24, nk=24, d=32, causal=False, dtype="float16", b=1, h=2) -> AttentionProblem:
     return AttentionProblem(b, h, h, nq, nk, d, causal, dtype)
-
-
-def seed(path, p: AttentionProblem, cfg: dict, *, family_hash: str | None = None) -> ProblemKey:
-    """Store one attention winner for the bucket of ``p`` on this machine's device."""
-    device = DeviceInfo.current(torch.device(DEVICE))
-    key = ProblemKey.make(OP, p.dtype, problem_bucket(p))
-    with TuneDB(f"sqlite:///{path}") as db:
-        db.upsert_winner(device, family_hash or template_family_hash(OP), key, cfg,
-                         median_ms=0.01, p20_ms=0.009, p80_ms=0.011, trials=3)
-    return key
 
 
 def qkv(p: AttentionProblem):

@@ -15,7 +15,7 @@ import torch
 
 import flashtune
 from flashtune.cache import CacheWarning, TuneDB
-from flashtune.cli import main
+from cli_helpers import run_cli as _cli
 from flashtune.gen import loader as loader_mod
 from flashtune.gen import load_variant
 from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
@@ -28,14 +28,6 @@ _NO_STRIDES = {  # layouts whose tensors raise on .stride() (nested: on .shape t
     "bsr": lambda x: x.to_sparse_bsr((2, 2)),
     "bsc": lambda x: x.to_sparse_bsc((2, 2)),
 }
-
-
-def _cli(capsys, *argv) -> tuple[int, str, str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CacheWarning)
-        rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # -- inputs without strides: a TypeError naming the layout, not an internal RuntimeError --------

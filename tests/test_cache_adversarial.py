@@ -24,7 +24,7 @@ from flashtune.cache import (CacheError, CacheWarning, DeviceInfo, TuneDB,
                              read_runtime_winners)
 from flashtune.cache import engine as engine_mod
 from flashtune.cache import transfer
-from flashtune.cli import main
+from cli_helpers import run_cli as _cli
 from test_cache_support import DEV, FAMILY, KEY, key_for, row_config  # noqa: F401
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
@@ -51,14 +51,6 @@ def _runtime(url) -> tuple[list, list[str]]:
         first = read_runtime_winners(DEV, url)
         assert read_runtime_winners(DEV, url) == first
     return first, [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
-
-
-def _cli(capsys, *argv) -> tuple[int, str, str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CacheWarning)
-        rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _one_line_error(err: str, command: str) -> None:
