@@ -33,10 +33,12 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
         # segments held in registers; rows of 2 and 8 segments, tiles wider than some segments
         shapes = [{"block": b, "splits": s} for b, s in ((16, 2), (64, 8), (256, 4))]
     else:
-        # loop statistics: chunk-wise online, per-lane online, or (forward) max pass then sum
+        # loop statistics: chunk-wise online, per-lane online, or (forward) max pass then sum,
+        # or per-vector online
         stats = [{"lane_stats": False}, {"lane_stats": True}]
         if fwd:
             stats.append({"lane_stats": False, "max_pass": True})
+            stats.append({"lane_stats": False, "vector_stats": True})
         splits = (None,) if regime == "online" else (2, 8)
         shapes = [dict(st, block=b, **({"splits": s} if s else {}))
                   for b in (16, 64) for s in splits for st in stats]

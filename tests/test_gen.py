@@ -21,7 +21,7 @@ from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
         "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False,
-        "fused": False, "programs_per_sm": 0}
+        "fused": False, "programs_per_sm": 0, "vector_stats": False}
 
 
 def test_validate_accepts_and_freezes():

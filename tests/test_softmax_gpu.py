@@ -40,11 +40,16 @@ def _semantic(op, regime):
             shapes += [{"block": b, "align": True, "lane_stats": ls} for b in (256, 4096)
                        for ls in (False, True)]
             shapes.append({"block": 1024, "align": True, "max_pass": True})
+            shapes += [{"block": b, "vector_stats": True} for b in (256, 16384)]
+            shapes += [{"block": 1024, "resident": 4096, "vector_stats": True},
+                       {"block": 1024, "align": True, "vector_stats": True}]
     else:
         shapes = [{"block": b, "splits": s, "lane_stats": ls}
                   for b in (256, 4096) for s in (2, 16) for ls in (False, True)]
         if fwd:
             shapes.append({"block": 1024, "splits": 4, "max_pass": True})
+            shapes += [{"block": 1024, "splits": 4, "vector_stats": True},
+                       {"block": 4096, "splits": 32, "vector_stats": True, "fused": True}]
             # fused: one launch (32 <= SMs / 4 on an H100/H200), with the row barrier
             shapes += [{"block": b, "splits": s, "lane_stats": ls, "fused": True}
                        for b in (256, 4096) for s in (2, 32) for ls in (False, True)]
