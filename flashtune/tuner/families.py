@@ -49,6 +49,11 @@ class SoftmaxFamily:
         return softmax_space.default_config(op, problem, sm_count)
 
     @staticmethod
+    def seed_twins(op: str, problem, sm_count: int = 132) -> list:
+        """Configs worth a trial before the search models anything (besides the default)."""
+        return softmax_space.statistics_twins(op, problem, sm_count)
+
+    @staticmethod
     def arg_specs(op: str, problem) -> tuple:
         """Launch arguments as ("t", shape, strides, dtype) or ("v", value), outputs last."""
         n_args = 2 if softmax_space.OPS[op].direction == "fwd" else 3
@@ -126,6 +131,10 @@ class AttentionFamily:
     @staticmethod
     def default_config(op: str, problem, sm_count: int = 132):
         return attention_space.default_config(op, problem, sm_count)
+
+    @staticmethod
+    def seed_twins(op: str, problem, sm_count: int = 132) -> list:
+        return []
 
     @staticmethod
     def arg_specs(op: str, problem) -> tuple:

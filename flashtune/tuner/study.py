@@ -181,6 +181,11 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     defaults = [c for c in dict.fromkeys([fam.default_config(tp.op, tp.problem, sm_count),
                                           fam.default_config(tp.op, tp.problem)])
                 if c in space] if options.seed_defaults else []
+    # Seeded trials: the defaults (re-timed with the finalists whatever their first time), then
+    # the default's twins of one knob that the family names (tried early, re-timed only if
+    # they make the top few).
+    seeds = [c for c in dict.fromkeys(defaults + fam.seed_twins(tp.op, tp.problem, sm_count))
+             if c in space] if options.seed_defaults else []
     task = Task(tp.op, tp.problem, device, options.seed)
     runner.setup(task)
     search = _Search(tp, runner, task, options, on_trial, progress, precompiler)
@@ -188,9 +193,9 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     if progress is not None:
         progress.start(tp.label(), total)
     if options.mode == "grid":
-        _run_grid(search, space, defaults, result)
+        _run_grid(search, space, seeds, result)
     else:
-        _run_optuna(search, space, defaults, result, study_name or tp.label())
+        _run_optuna(search, space, seeds, result, study_name or tp.label())
     result.search_s = time.monotonic() - search.t0
     _finish(search, result, defaults)
     if progress is not None:
@@ -199,8 +204,8 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     return result
 
 
-def _run_grid(search: _Search, space: SearchSpace, defaults, result: ProblemResult) -> None:
-    order = grid_order(space.candidates, search.options.grid_limit, must_have=defaults)
+def _run_grid(search: _Search, space: SearchSpace, seeds, result: ProblemResult) -> None:
+    order = grid_order(space.candidates, search.options.grid_limit, must_have=seeds)
     order = order[: search.options.n_trials]
     if search.precompiler is not None:
         search.precompiler.submit(search.task, order)  # the pool works through all of it
@@ -266,12 +271,12 @@ def _tell(study, trial, m: Measurement, key: str) -> None:
         study.tell(trial, state=TrialState.PRUNED)  # ranked below every completed trial
 
 
-def _run_optuna(search: _Search, space: SearchSpace, defaults, result: ProblemResult, name: str) -> None:
+def _run_optuna(search: _Search, space: SearchSpace, seeds, result: ProblemResult, name: str) -> None:
     from optuna.trial import TrialState
 
     study = _make_study(search, name)
     _resume(study, search, space, result)
-    for config in defaults:
+    for config in seeds:
         if canonical(config) not in search.memo:
             study.enqueue_trial(space.trial_params(config), skip_if_exists=True)
     rng = random.Random(search.options.seed)
