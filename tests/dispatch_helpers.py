@@ -38,6 +38,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
         cfg["align"] = False
         cfg["fused"] = False
         cfg["programs_per_sm"] = 0
+        cfg["vector_stats"] = False
     cfg.update(extra)
     return cfg
 
