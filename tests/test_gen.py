@@ -224,6 +224,24 @@ def test_long_rows_default_to_the_persistent_split(sm_count, splits, dtype, prog
     assert persistent and max(persistent) == MAX_PERSISTENT_SPLITS
 
 
+
+
+@pytest.mark.parametrize("n_cols", [16 * 8192, 300_000, 1_048_576, 1_048_575, 4_000_000])
+@pytest.mark.parametrize("sm_count", [132, 32])
+def test_fp32_persistent_default_reads_a_segment_as_one_chunk_where_it_fits(n_cols, sm_count):
+    """fp32 long rows: the persistent split's chunk covers the whole segment when the segment
+    fits in 16384 columns (one load and one reduction per item; faster on the H100 and H200),
+    and is never below 8192. fp16/bf16 keep two chunks of 8192 per segment."""
+    problem = SoftmaxProblem(4, n_cols, "float32")
+    config = default_config("softmax", problem, sm_count=sm_count)
+    assert config["programs_per_sm"]
+    segment = -(-n_cols // config["splits"])  # columns per segment, before launch() rounds up
+    assert config["block"] == (max(8192, 1 << (segment - 1).bit_length()) if segment <= 16384
+                               else 16384)
+    assert 8192 <= config["block"] <= 16384
+    assert problem_misfit(config, problem) is None
+    assert default_config("softmax", SoftmaxProblem(4, n_cols, "float16"),
+                          sm_count=sm_count)["block"] == 8192
 def test_programs_per_sm_only_with_the_fused_split():
     space = OPS["softmax"].space
     base = dict(regime="split", block=1024, splits=8, num_warps=4, num_stages=1, l2_hint=True)

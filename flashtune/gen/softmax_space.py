@@ -282,6 +282,15 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                 # 65 us vs 67 us. fp32 with 4 programs per SM: 116 us on 128 x 262144.
                 raw.update(programs_per_sm=4 if elem_bytes == 2 else 2, splits=max(2, min(
                     _prev_pow2(sm_count // 2), _prev_pow2(n_cols // 8192))))
+                if elem_bytes == 4:
+                    # fp32: a segment of one chunk where it fits in 16384 (fp16/bf16 keep two
+                    # chunks of 8192: 27.6 us against 30.3 on 16 x 1048576, H200). Eleventh
+                    # session, 16 x 1048576 fp32: H200 45.0 us (70% of copy) against 52.9 us
+                    # (60%) for two chunks of 8192; H100 57.5 us (78%) against 65.1 us (69%).
+                    # 128 x 262144 keeps its one chunk of 8192 (H100: 97.5 us against 99.2
+                    # with chunks of 16384; H200: 82.1 against 78.7).
+                    seg = _cdiv(n_cols, raw["splits"])
+                    raw["block"] = max(8192, min(16384, _next_pow2(seg)))
             elif elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
