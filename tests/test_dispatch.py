@@ -86,6 +86,8 @@ def test_row_per_program_winners_do_not_serve_too_few_rows(fresh_db):
     seed(fresh_db, "softmax", "float32", (8, 3000), row_config(4096, rows=1, warps=8))
     picked = dispatch.choice("softmax", (16, 200000), "float32", DEVICE)
     assert picked.how == "default"
+    # 128 rows (a bucket of at most 128) cannot fill 132 SMs with one program per row.
+    assert dispatch.choice("softmax", (128, 262144), "float32", DEVICE).how == "default"
     picked = dispatch.choice("softmax", (256, 200000), "float32", DEVICE)
     assert picked.how == "nearest" and picked.config.as_dict() == online
     assert dispatch.choice("softmax", (64, 3000), "float32", DEVICE).how == "nearest"

@@ -37,9 +37,12 @@ def _attention_text(p) -> str:
     return f"B{p.batch} H{heads} N{n} D{p.head_dim}{' causal' if p.causal else ''}"
 
 
-# Rows that keep every SM of an H100/H200 (132) busy with one program per row, rounded to a
-# bucket: below it, a config with one program per row leaves SMs idle.
-_FILLING_ROWS = 128
+# Rows that keep every SM of an H100/H200 (132) busy with one program per row, as a rows
+# bucket: the first bucket past 132 (its problems have 129 to 256 rows). Below it, a config
+# with one program per row leaves SMs idle. (It was 128: on an H200, 2026-11-22, 128 x 262144
+# fp32 then took 1024 x 65536's online winner as "nearest" and ran at 60% of copy, against
+# 77-80% for the default persistent split.)
+_FILLING_ROWS = 256
 
 
 def _softmax_transfers(config, wanted: dict, tuned: dict) -> bool:
