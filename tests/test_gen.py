@@ -224,8 +224,6 @@ def test_long_rows_default_to_the_persistent_split(sm_count, splits, dtype, prog
     assert persistent and max(persistent) == MAX_PERSISTENT_SPLITS
 
 
-
-
 @pytest.mark.parametrize("n_cols", [16 * 8192, 300_000, 1_048_576, 1_048_575, 4_000_000])
 @pytest.mark.parametrize("sm_count", [132, 32])
 def test_fp32_persistent_default_reads_a_segment_as_one_chunk_where_it_fits(n_cols, sm_count):
@@ -242,6 +240,8 @@ def test_fp32_persistent_default_reads_a_segment_as_one_chunk_where_it_fits(n_co
     assert problem_misfit(config, problem) is None
     assert default_config("softmax", SoftmaxProblem(4, n_cols, "float16"),
                           sm_count=sm_count)["block"] == 8192
+
+
 def test_programs_per_sm_only_with_the_fused_split():
     space = OPS["softmax"].space
     base = dict(regime="split", block=1024, splits=8, num_warps=4, num_stages=1, l2_hint=True)

@@ -88,8 +88,6 @@ class Partials(NamedTuple):
 class _PartialsState:
     def __init__(self, device: torch.device, capacity: int) -> None:
         self.words = torch.zeros((2, capacity), dtype=torch.int64, device=device)
-        # The two halves as views made once: indexing `words` on every launch costs host time.
-        self.halves = (self.words[0], self.words[1])
         self.tickets = torch.zeros(2, dtype=torch.int32, device=device)
         self.half = 0  # the half the next launch writes
         self.written = [0, 0]  # leading words of each half that hold a launch's partials
@@ -121,7 +119,7 @@ def polled_partials(device: torch.device, n_items: int) -> Iterator[Partials]:
             state = _PARTIALS[key] = _PartialsState(device, max(2 * n_items, 1024))
     with state.lock:
         half = state.half
-        yield Partials(state.halves[half], state.halves[1 - half], state.written[1 - half],
+        yield Partials(state.words[half], state.words[1 - half], state.written[1 - half],
                        state.tickets)
         state.written[1 - half] = 0
         state.written[half] = n_items
