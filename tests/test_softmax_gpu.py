@@ -277,3 +277,18 @@ def test_persistent_split_back_to_back_launches_of_other_sizes_gpu():
     state = row_sync._PARTIALS[(xs[0].device, torch.cuda.current_stream().cuda_stream)]
     assert not state.words[state.half].any(), "stale partials left for the next launch"
     assert state.tickets.tolist() == [0, 0]
+
+
+def test_workspace_key_is_the_current_stream_gpu():
+    """The one-launch workspaces are keyed by the current stream's handle, read through torch's
+    raw binding on the launch path: it must name the same stream as torch.cuda.current_stream,
+    on the default stream and inside a side stream, so launches on two streams never share a
+    workspace."""
+    from flashtune.gen import row_sync
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert row_sync._stream_key(device) == (device, torch.cuda.current_stream().cuda_stream)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert row_sync._stream_key(device) == (device, side.cuda_stream)
+    assert side.cuda_stream != torch.cuda.current_stream().cuda_stream
