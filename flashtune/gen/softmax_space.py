@@ -240,7 +240,13 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                    vector_stats=True, l2_hint=True)
     elif n_cols <= row_limit:
         block = max(_next_pow2(n_cols), 16)
-        rows = max(1, min(64, 2048 // block, MAX_TILE // block))
+        # Narrow rows: several per program, a tile of about 2048 elements (fp32 forward: 1024, i.e.
+        # 4 KB per program, and half the warps: fp32 against torch.softmax, thirteenth session,
+        # H200 / H100: 32768 x 256 1.09x / 1.09x against 1.03x / 1.03x with 2048-element tiles;
+        # 65536 x 128 1.04x / 1.06x against 1.07x / 1.05x, 16384 x 1024 1.09x / 1.03x against
+        # 1.06x / 1.04x, within noise).
+        tile = 1024 if elem_bytes == 4 and op.direction == "fwd" else 2048  # backward: not measured
+        rows = max(1, min(64, tile // block, MAX_TILE // block))
         # About 8 to 16 elements per thread.
         warps = max(1, min(32, block * rows // 512))
         raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
@@ -255,6 +261,12 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             raw = dict(regime="online", block=8192 if elem_bytes == 2 else 16384,
                        rows_per_program=1, splits=1, num_warps=16 if elem_bytes == 2 else 32,
                        num_stages=2, lane_stats=True, l2_hint=True)
+            if elem_bytes == 4 and not _rows_aligned(problem):
+                # fp32 rows of odd width take the aligned walk (below), where per-vector
+                # statistics beat per-lane ones. H200, thirteenth session: 4096 x 50257 492 us
+                # (79% of copy) against 537 us, 1000 x 33333 96 us against 107 us. Rows that
+                # start aligned keep per-lane statistics (1024 x 65536: 158 us against 170).
+                raw.update(lane_stats=False, vector_stats=True, num_stages=1)
         else:
             raw = dict(regime="online", block=4096, rows_per_program=1, splits=1,
                        num_warps=8, num_stages=2, lane_stats=False, l2_hint=True)
