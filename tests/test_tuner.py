@@ -156,6 +156,22 @@ def test_winner_rule_inside_noise_band_is_fixed():
     assert choose_winner([(a, Measurement.failed("x"))], 0.015) == (None, None)
 
 
+def test_winner_inside_noise_band_is_the_default_when_there():
+    a = {"num_warps": 8, "num_stages": 1, "block": 1024}
+    b = {"num_warps": 4, "num_stages": 1, "block": 2048}
+    c = {"num_warps": 2, "num_stages": 1, "block": 1024}
+    ms = lambda t: Measurement("ok", t, t, t)  # noqa: E731
+    pairs = [(a, ms(1.010)), (b, ms(1.000)), (c, ms(1.100))]
+    for order in (pairs, pairs[::-1]):
+        # a (the default) is tied with the fastest, b: a wins despite more warps.
+        assert choose_winner(order, 0.015, preferred=[dict(a)])[0] == a
+        # The first preferred config inside the band wins; one outside it never does.
+        assert choose_winner(order, 0.015, preferred=[c, a])[0] == a
+        assert choose_winner(order, 0.015, preferred=[c])[0] == b
+    # Outside the band the fastest wins, default or not.
+    assert choose_winner(pairs, 0.005, preferred=[a])[0] == b
+
+
 def test_grid_subsample_is_deterministic_and_keeps_defaults():
     configs = list(fitting_configs("softmax", SoftmaxProblem(4, 1000, "float16")))
     must = [configs[-1]]
