@@ -63,7 +63,13 @@ def trial(self, config, m):
     seen[0] += 1
     if seen[0] == int(sys.argv[2]):
         marker.write_text("mid-problem")
-        time.sleep(60)  # wait here for the test's signal: no trial races past it
+        # Wait here for the test's signal (no trial races past it), in short sleeps: the
+        # kernel may deliver the signal to another thread of this process, and then one long
+        # sleep of the main thread is not interrupted; Python only runs the handler (raising
+        # KeyboardInterrupt) once the main thread executes again. Seen once: a 60 s sleep ran
+        # to its end and the test timed out.
+        for _ in range(600):
+            time.sleep(0.1)
 
 session._Recorder.trial = trial
 from flashtune.cli import main
