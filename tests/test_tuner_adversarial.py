@@ -43,9 +43,15 @@ PROBLEMS = ["softmax:float32:8x100", "softmax:float16:8x100", "softmax:bfloat16:
 # trial (so the test signals mid-problem, not at a guessed time; the child then waits for the
 # signal, so the trials kept do not depend on timing), then the real CLI.
 DRIVER = r"""
+import signal
 import sys
 import time
 from pathlib import Path
+
+# Ctrl-C as a terminal's foreground process gets it. A shell starts background jobs (a CI
+# script run with `&`, nohup) with SIGINT ignored, the child inherits that, and Python then
+# installs no KeyboardInterrupt handler: the signal would be lost and the test would hang.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from flashtune.gen.softmax_space import OPS
 from flashtune.tuner import families, session
 
@@ -63,13 +69,7 @@ def trial(self, config, m):
     seen[0] += 1
     if seen[0] == int(sys.argv[2]):
         marker.write_text("mid-problem")
-        # Wait here for the test's signal (no trial races past it), in short sleeps: the
-        # kernel may deliver the signal to another thread of this process, and then one long
-        # sleep of the main thread is not interrupted; Python only runs the handler (raising
-        # KeyboardInterrupt) once the main thread executes again. Seen once: a 60 s sleep ran
-        # to its end and the test timed out.
-        for _ in range(600):
-            time.sleep(0.1)
+        time.sleep(60)  # wait here for the test's signal: no trial races past it
 
 session._Recorder.trial = trial
 from flashtune.cli import main
