@@ -16,6 +16,7 @@ run at the same time and must not share them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from typing import NamedTuple
@@ -116,7 +117,8 @@ _PARTIALS: dict[tuple[torch.device, int], _PartialsState] = {}
 _PARTIALS_LOCK = threading.Lock()
 
 
-def polled_partials(device: torch.device, n_items: int) -> "_PartialsLaunch | _GraphPartials":
+def polled_partials(device: torch.device,
+                    n_items: int) -> _PartialsLaunch | contextlib.nullcontext[Partials]:
     """The polled-partials workspace for one launch of n_items work items on the current
     stream, as a context manager: launch the kernel inside the `with`.
 
@@ -130,7 +132,7 @@ def polled_partials(device: torch.device, n_items: int) -> "_PartialsLaunch | _G
     the generator machinery cost several microseconds of host time there."""
     key = _stream_key(device)
     if key is None:
-        return _GraphPartials(device, n_items)
+        return _graph_partials(device, n_items)
     state = _PARTIALS.get(key)
     if state is None or state.words.shape[1] < n_items:
         with _PARTIALS_LOCK:
@@ -167,18 +169,9 @@ class _PartialsLaunch:
             state.lock.release()
 
 
-class _GraphPartials:
-    """A zeroed workspace of a launch's own, made inside the CUDA graph being captured."""
-    __slots__ = ("device", "n_items")
-
-    def __init__(self, device: torch.device, n_items: int) -> None:
-        self.device = device
-        self.n_items = n_items
-
-    def __enter__(self) -> Partials:
-        words = torch.zeros((2, max(self.n_items, 1)), dtype=torch.int64, device=self.device)
-        return Partials(words[0], words[1], 0,
-                        torch.zeros(2, dtype=torch.int32, device=self.device))
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        return None
+def _graph_partials(device: torch.device, n_items: int) -> contextlib.nullcontext[Partials]:
+    """A zeroed workspace of a launch's own, made inside the CUDA graph being captured (nothing
+    to swap on exit)."""
+    words = torch.zeros((2, max(n_items, 1)), dtype=torch.int64, device=device)
+    return contextlib.nullcontext(
+        Partials(words[0], words[1], 0, torch.zeros(2, dtype=torch.int32, device=device)))
