@@ -326,6 +326,47 @@ def test_the_defaults_statistics_twins_are_tried_first(shape, dtype):
         assert set(runner.calls[:3]) == {canonical(c) for c in twins + [default]}
 
 
+@pytest.mark.parametrize("op,shape,dtype", [("softmax", (128, 262144), "float32"),
+                                            ("softmax", (1024, 65536), "float16"),
+                                            ("softmax_backward", (4096, 50257), "bfloat16")])
+def test_the_defaults_chunk_twins_are_tried_first(op, shape, dtype):
+    """The GPUs disagree on chunk length and pipelining depth (H200: chunks of 16384 for the
+    128 x 262144 fp32 split, H100: 8192): the default's twins with the chunk doubled, halved
+    and the other depth are seeded with the statistics twins, so a search of only that many
+    trials finds one that is 3x faster than everything else."""
+    from flashtune.gen.softmax_space import chunk_twins, default_config, statistics_twins
+
+    tp = TuneProblem(op, SoftmaxProblem(*shape, dtype))
+    default = default_config(tp.op, tp.problem)
+    twins = chunk_twins(tp.op, tp.problem)
+    assert len(twins) >= 2
+    for t in twins:
+        changed = {k for k, v in t.as_dict().items() if default[k] != v}
+        assert changed in ({"block"}, {"num_stages"}), changed
+        assert t["block"] in (default["block"] * 2, default["block"] // 2, default["block"])
+    seeds = [default] + statistics_twins(tp.op, tp.problem) + twins
+    others = [c for c in fitting_configs(tp.op, tp.problem)
+              if canonical(c) not in {canonical(s) for s in seeds}][:40]
+    for target in twins:
+        runner = TableRunner(lambda c: 1.0 if canonical(c) == canonical(target) else 3.0)
+        opts = TuneOptions(mode="tpe", n_trials=len(seeds), patience=None, time_budget_s=None,
+                           seed=0, batch=1, top_k=1, retime_rounds=1)
+        r = tune_problem(tp, runner, device="cpu", options=opts, candidates=others + seeds)
+        assert canonical(r.winner) == canonical(target)
+        assert set(runner.calls[:len(seeds)]) == {canonical(c) for c in seeds}
+
+
+def test_chunk_twins_fit_the_problem_and_skip_regimes_without_a_chunk_loop():
+    from flashtune.gen.softmax_space import chunk_twins, problem_misfit
+
+    assert chunk_twins("softmax", SoftmaxProblem(8192, 4096, "float16")) == []  # row regime
+    for shape in [(16, 1_048_576), (3, 70000), (1000, 33333), (7, 17000)]:
+        for op in ("softmax", "log_softmax_backward"):
+            problem = SoftmaxProblem(*shape, "float32")
+            for t in chunk_twins(op, problem):
+                assert problem_misfit(t, problem) is None
+
+
 class _SlowRetimeRunner(LocalRunner):
     """Re-timing finalists takes 0.4 s: time outside the search budget, as on a GPU."""
 

@@ -51,7 +51,8 @@ class SoftmaxFamily:
     @staticmethod
     def seed_twins(op: str, problem, sm_count: int = 132) -> list:
         """Configs worth a trial before the search models anything (besides the default)."""
-        return softmax_space.statistics_twins(op, problem, sm_count)
+        return (softmax_space.statistics_twins(op, problem, sm_count)
+                + softmax_space.chunk_twins(op, problem, sm_count))
 
     @staticmethod
     def arg_specs(op: str, problem) -> tuple:
