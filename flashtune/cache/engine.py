@@ -33,22 +33,30 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     A value without "://" is taken as the path of an SQLite file.
     """
     if url is None:
-        url = os.environ.get(DB_ENV) or None
+        url = os.environ.get(DB_ENV, "").strip() or None  # set but blank: as if unset
     if url is None:
         from ..paths import cache_dir
 
         return URL.create("sqlite", database=str(cache_dir() / DB_FILE))
+    if isinstance(url, str) and not url.strip():
+        # Path("") is the current folder: an explicit empty value (--db "") is a mistake
+        raise ValueError("url: empty; give an SQLAlchemy URL or an SQLite file path")
     if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
         return URL.create("sqlite", database=str(Path(url).expanduser()))
     if not isinstance(url, (str, URL)):
         raise TypeError(f"url must be a str, path or sqlalchemy URL, got {type(url).__name__}")
     try:
         parsed = make_url(url)
-    except ArgumentError as err:
+    except (ArgumentError, ValueError) as err:  # ValueError: e.g. a port that is not a number
         raise ValueError(f"url: not an SQLAlchemy database URL: {err}") from None
     if parsed.get_backend_name() not in SUPPORTED:
         raise ValueError(f"url: backend {parsed.get_backend_name()!r} is not supported; "
                          f"flashtune stores winners in {' or '.join(SUPPORTED)}")
+    if parsed.get_backend_name() == "sqlite" and "uri" in parsed.query:
+        # pysqlite would open "PATH?mode=..." (or "file:PATH") as another file than the one
+        # flashtune's own read-only readers open: tuned winners would go where nobody looks
+        raise ValueError("url: SQLite URI filenames (uri=...) are not supported; give the "
+                         "file itself, e.g. sqlite:////abs/path/tuned.sqlite")
     try:  # the dialect class only: its driver module is imported when the engine is made
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
@@ -85,6 +93,8 @@ def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
             # libpq's default is to wait forever for a silent server
             connect_args["connect_timeout"] = max(1, min(int(timeout), MAX_CONNECT_S))
         return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    except (ValueError, TypeError) as err:  # e.g. sqlite:///x?timeout=abc
+        raise CacheError(f"{display(url)}: a parameter of the URL is invalid ({err})") from None
     except ImportError as err:
         module = getattr(err, "name", None) or str(err)
         raise CacheError(f"{display(url)}: its database driver is not installed (no module "

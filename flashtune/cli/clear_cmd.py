@@ -31,9 +31,11 @@ def run(args) -> int:
         return 0
     device = None if args.all_devices else current_device_info()
     scope = "all devices" if device is None else device.name
+    # Looked at read-only first, --yes or not: a file with no winners table (another
+    # program's database, a mistyped --db) is an error, not one to turn into ours.
+    with TuneDB(args.db, read_only=True) as db:
+        count = db.count_winners(device)  # every row --yes deletes, valid or not
     if not args.yes:
-        with TuneDB(args.db, read_only=True) as db:
-            count = db.count_winners(device)  # every row --yes deletes, valid or not
         print(f"would delete {count} winner(s) and their trials for {scope} from {where}; "
               "run again with --yes to delete")
         return 1

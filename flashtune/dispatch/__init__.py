@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from .attention import choice as attention_choice
-from .chooser import Choice, Dispatcher
+from .chooser import Choice, Dispatcher, resolve_device
 from .runtime import RUNTIME, reset
 from .table import DispatchWarning, WinnerTable
 
@@ -20,8 +20,6 @@ __all__ = ["attention_choice", "Choice", "Dispatcher", "DispatchWarning", "RUNTI
 
 def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:
     """The dispatcher's pick for a (rows, cols) problem of ``dtype`` ("float16", ...)."""
-    import torch
-
     from ..gen.softmax_space import OPS, SoftmaxProblem
 
     if op not in OPS:
@@ -31,7 +29,5 @@ def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:
         raise ValueError(f"shape must be (rows, cols) of positive ints, got {shape!r}")
     if dtype not in ("float16", "bfloat16", "float32"):
         raise ValueError(f"dtype must be 'float16', 'bfloat16' or 'float32', got {dtype!r}")
-    if device is None:
-        device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
-            else torch.device("cpu")
-    return RUNTIME.dispatcher.choice(op, SoftmaxProblem(shape[0], shape[1], dtype), torch.device(device))
+    device = resolve_device(device, RUNTIME.settings.interpreter)
+    return RUNTIME.dispatcher.choice(op, SoftmaxProblem(shape[0], shape[1], dtype), device)

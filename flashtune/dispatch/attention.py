@@ -25,6 +25,7 @@ import torch
 from ..gen import attention_ops
 from ..gen.attention_space import AttentionProblem, default_config
 from ..gen.space import Config
+from .chooser import resolve_device
 from .plans import MAX_PLANS, attention_plan
 from .runtime import RUNTIME
 from .table import DispatchWarning
@@ -48,10 +49,7 @@ def choice(problem: AttentionProblem, device=None):
     """The dispatcher's ``Choice`` (config, how, buckets) for an attention problem."""
     if not isinstance(problem, AttentionProblem):
         raise TypeError(f"problem must be an AttentionProblem, got {type(problem).__name__}")
-    if device is None:
-        device = torch.device("cuda") if torch.cuda.is_available() and not RUNTIME.settings.interpreter \
-            else torch.device("cpu")
-    return RUNTIME.dispatcher.choice(OP, problem, torch.device(device))
+    return RUNTIME.dispatcher.choice(OP, problem, resolve_device(device, RUNTIME.settings.interpreter))
 
 
 def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
@@ -87,9 +85,9 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool):
         picked = dispatcher.choice(OP, problem, q.device)
         if picked.how == "default":
             raise
-        fallback = dispatcher.default_config(OP, problem, q.device)
-        warnings.warn(f"flashtune: the tuned {OP} config for {picked.describe()} failed "
-                      f"({type(err).__name__}: {err}); using the default config {fallback.as_dict()}",
-                      DispatchWarning, stacklevel=3)
-        dispatcher.override(OP, problem, q.device, fallback)
+        fallback, first = dispatcher.reject(OP, problem, q.device, picked.config)
+        if first:  # one warning per broken config, not one per problem it was tuned for
+            warnings.warn(f"flashtune: the tuned {OP} config for {picked.describe()} failed "
+                          f"({type(err).__name__}: {err}); using default configs wherever it "
+                          f"was picked (here {fallback.as_dict()})", DispatchWarning, stacklevel=3)
     return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)

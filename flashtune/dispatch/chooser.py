@@ -51,6 +51,25 @@ class _DeviceTable:
     table: WinnerTable
 
 
+def resolve_device(device: Any, interpreter: bool) -> torch.device:
+    """The ``device`` argument of the inspection API (``choice``, ``attention_choice``) as a
+    torch.device: None picks the GPU (the CPU under the interpreter or without one). A device
+    torch cannot parse, or a GPU this machine lacks, is a ValueError naming the argument."""
+    if device is None:
+        use_gpu = torch.cuda.is_available() and not interpreter
+        return torch.device("cuda") if use_gpu else torch.device("cpu")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"device must name a torch device (e.g. 'cuda:0' or 'cpu'), got "
+                         f"{device!r} ({err})") from None
+    if parsed.type == "cuda" and not (torch.cuda.is_available() and (
+            parsed.index is None or parsed.index < torch.cuda.device_count())):
+        raise ValueError(f"device={device!r}: no such CUDA device on this machine "
+                         f"({torch.cuda.device_count()} visible)")
+    return parsed
+
+
 def device_index(device: torch.device) -> int:
     """-1 for the CPU (interpreter); CUDA index, the current device when unspecified."""
     if device.type != "cuda":
@@ -88,6 +107,10 @@ class Dispatcher:
         self._reader = reader
         self._tables: dict[int, _DeviceTable] = {}
         self._choices: dict[tuple, Choice] = {}
+        # (op, device index, config) of tuned configs that failed to build or launch here.
+        # No decision picks one again: a model whose shapes keep changing would otherwise
+        # retry the broken kernel (a compile each time on a GPU) and warn for every new shape.
+        self._failed: set[tuple] = set()
         self._lock = threading.Lock()
         self._log = logger(settings)
 
@@ -111,6 +134,23 @@ class Dispatcher:
         dev = self.table(device)
         self._choices[_memo_key(op, index, problem)] = Choice(
             op, problem, config, "default", family_of(op).bucket(problem), None, dev.name)
+
+    def reject(self, op: str, problem: Any, device: torch.device, config: Config) -> tuple[Config, bool]:
+        """The tuned ``config`` failed to run ``problem``: no decision on this device picks it
+        again (decisions already made with it are forgotten); ``problem`` gets the default.
+        Returns (that default, whether this config failed here for the first time)."""
+        index = device_index(device)
+        with self._lock:
+            first = (op, index, config) not in self._failed
+            self._failed.add((op, index, config))
+            if first:
+                stale = [key for key, c in list(self._choices.items())
+                         if key[0] == op and key[1] == index and c.config == config]
+                for key in stale:
+                    self._choices.pop(key, None)
+        fallback = self.default_config(op, problem, device)
+        self.override(op, problem, device, fallback)
+        return fallback, first
 
     def default_config(self, op: str, problem: Any, device: torch.device) -> Config:
         """The heuristic config of ``problem`` for this device's SM count."""
@@ -141,7 +181,7 @@ class Dispatcher:
         dev = self.table(device)
         family = family_of(op)
         found = dev.table.lookup(op, problem)
-        if found is None:
+        if found is None or (op, index, found.config) in self._failed:
             config, how, tuned = family.default(op, problem, sm_count=dev.sm_count), "default", None
         else:
             config, how, tuned = found.config, found.how, found.tuned_bucket

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..gen.softmax_ops import normalize_dim
 from .plans import output_like
-from .runtime import RUNTIME, check_dtype
+from .runtime import RUNTIME, check_backward_pair, check_dtype
 
 def _fwd(log: bool):
     def impl(x: Tensor, dim: int) -> Tensor:
@@ -42,7 +42,7 @@ def _bwd(log: bool):
         return RUNTIME.backward(y, dy, dim, log)
 
     def fake(y: Tensor, dy: Tensor, dim: int) -> Tensor:
-        check_dtype("y", y)
+        check_backward_pair(y, dy)
         return output_like(y, normalize_dim(dim, y.dim()))
     return impl, fake
 

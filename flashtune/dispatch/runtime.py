@@ -12,7 +12,7 @@ import warnings
 import torch
 
 from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
-from ..gen.softmax_space import MAX_COLS, default_config
+from ..gen.softmax_space import MAX_COLS
 from .chooser import Dispatcher
 from .plans import (MAX_PLANS, backward_plan, forward_plan, kernel_ok, output_like, problem_of,
                     torch_backward, torch_forward)
@@ -38,6 +38,17 @@ def check_dtype(name: str, t: torch.Tensor) -> None:
     raise TypeError(
         f"{name} has dtype {t.dtype}; flashtune softmax takes float16, bfloat16 and float32 "
         "(float64 is computed by torch)")
+
+
+def check_backward_pair(y: torch.Tensor, dy: torch.Tensor) -> None:
+    """The backward ops' input rules, shared with their fake implementations (a call mixing a
+    meta and a CPU tensor dispatches to the fake, which must refuse it as eager does)."""
+    check_dtype("y", y)
+    check_dtype("dy", dy)
+    if y.shape != dy.shape:
+        raise ValueError(f"y and dy must have one shape, got {tuple(y.shape)} and {tuple(dy.shape)}")
+    if y.device != dy.device:
+        raise ValueError(f"y and dy must be on one device, got {y.device} and {dy.device}")
 
 
 class Runtime:
@@ -86,14 +97,9 @@ class Runtime:
     # -- backward --------------------------------------------------------------------------
     def backward(self, y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
         """dx of softmax/log_softmax from its output y and gradient dy (eager; dim normalized)."""
-        check_dtype("y", y)
-        check_dtype("dy", dy)
-        if y.shape != dy.shape:
-            raise ValueError(f"y and dy must have one shape, got {tuple(y.shape)} and {tuple(dy.shape)}")
+        check_backward_pair(y, dy)
         if y.dtype != dy.dtype:
             dy = dy.to(y.dtype)  # autograd may hand a gradient of another float dtype
-        if y.device != dy.device:
-            raise ValueError(f"y and dy must be on one device, got {y.device} and {dy.device}")
         dim = normalize_dim(dim, y.dim())
         if y.numel() == 0:
             return output_like(y, dim)
@@ -125,11 +131,12 @@ class Runtime:
         except Exception as err:
             if picked.how == "default":
                 raise
-            fallback = default_config(op, problem, sm_count=self.dispatcher.table(t.device).sm_count)
-            warnings.warn(f"flashtune: the tuned {op} config for {picked.describe()} failed "
-                          f"({type(err).__name__}: {err}); using the default config {fallback.as_dict()}",
-                          DispatchWarning, stacklevel=4)
-            self.dispatcher.override(op, problem, t.device, fallback)
+            fallback, first = self.dispatcher.reject(op, problem, t.device, picked.config)
+            if first:  # one warning per broken config, not one per problem it was tuned for
+                warnings.warn(f"flashtune: the tuned {op} config for {picked.describe()} failed "
+                              f"({type(err).__name__}: {err}); using default configs wherever "
+                              f"it was picked (here {fallback.as_dict()})",
+                              DispatchWarning, stacklevel=4)
             plan = make_plan(t, dim, op, fallback)
             return plan, plan(*args)
 

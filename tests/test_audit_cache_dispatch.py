@@ -1,0 +1,256 @@
+"""Audit of the tuned-winner cache and the runtime dispatcher, as a user's model meets them.
+
+A broken cache must never crash a model: the dispatcher falls back to default configs and says
+so once. Stored values reach no template unless validate_config accepts them. Bad arguments are
+ValueError/TypeError naming the argument; the CLI answers a broken database with one line and a
+non-zero exit code. CPU only (Triton's interpreter, tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import warnings
+
+import pytest
+import torch
+
+import flashtune
+import flashtune.dispatch as dispatch
+import flashtune.dispatch.plans as plans
+from attention_cases import config as attention_config
+from cli_helpers import run_cli
+from dispatch_helpers import DEVICE, fresh_db, row_config, seed, seed_attention  # noqa: F401
+from flashtune.cache import CacheWarning
+from flashtune.cache.engine import resolve_url
+from flashtune.dispatch import DispatchWarning
+from flashtune.gen import attention_ops
+from flashtune.gen.attention_space import AttentionProblem
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")]
+
+
+def _ours(caught) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, (CacheWarning, DispatchWarning))]
+
+
+# -- a tuned config that fails to run: one warning, one attempt, whatever the shapes ------------
+
+def test_failing_tuned_softmax_config_warns_once_across_shapes(fresh_db, monkeypatch):
+    # Defect: each new shape of the bucket retried the broken config (a compile per shape on a
+    # GPU) and warned again, so a model with changing sequence lengths warned on every call.
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    # decided (not run) before the failure: that decision must not keep the broken config
+    assert dispatch.choice("softmax", (7, 60), "float32", DEVICE).how == "exact"
+    real, attempts = plans.load_variant, []
+
+    def picky(op, config):
+        if config["rows_per_program"] == 2:
+            attempts.append(op)
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, config)
+
+    monkeypatch.setattr(plans, "load_variant", picky)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for shape in ((6, 33), (6, 40), (5, 50), (7, 60), (8, 64)):
+            x = torch.randn(shape, device=DEVICE)
+            for _ in range(2):
+                torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+    said = _ours(caught)
+    assert len(said) == 1 and "out of resources" in said[0], said
+    assert attempts == ["softmax"]
+    assert dispatch.choice("softmax", (8, 48), "float32", DEVICE).how == "default"
+
+
+def test_failing_tuned_attention_config_warns_once_across_shapes(fresh_db, monkeypatch):
+    seed_attention(fresh_db, AttentionProblem(1, 2, 2, 32, 32, 32, False, "float16"),
+                   attention_config(BLOCK_M=16, BLOCK_N=16))
+    real, attempts = attention_ops.run_variant, []
+
+    def picky(op, cfg, *args):
+        if cfg["BLOCK_M"] == 16:
+            attempts.append(op)
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, cfg, *args)
+
+    monkeypatch.setattr(attention_ops, "run_variant", picky)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (20, 24, 30):  # one bucket (32)
+            q, k, v = (torch.randn(1, 2, n, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+            expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+            torch.testing.assert_close(flashtune.attention(q, k, v).float(), expected,
+                                       atol=2e-2, rtol=2e-2)
+    said = _ours(caught)
+    assert len(said) == 1 and "out of resources" in said[0], said
+    assert len(attempts) == 1
+
+
+# -- tampered configs in the database: validated before use, one warning -----------------------
+
+_GOOD = row_config(32, rows=2)
+
+
+def _with(**changes) -> str:
+    return json.dumps({**_GOOD, **changes})
+
+
+@pytest.mark.parametrize("stored", [
+    _with(num_warps="1"),                  # "1" for 1
+    _with(num_warps=True),                 # True for 1 (bool is an int in Python)
+    _with(num_warps=1.0),                  # 1.0 for 1
+    _with(num_warps=float("nan")),         # json.dumps writes NaN, json.loads reads it
+    _with(block=2 ** 40),                  # absurd block size
+    _with(block=10 ** 400),                # beyond any machine integer
+    _with(rows_per_program=-2),
+    '{"regime": Infinity}',
+    "[1, 2]", "null", '"row"', "7", "",
+    _with(evil=1),
+], ids=["str", "bool", "float", "nan", "absurd-block", "huge-int", "negative", "infinity",
+        "array", "null", "string", "number", "empty", "unknown-key"])
+def test_tampered_config_falls_back_with_one_warning(fresh_db, stored):
+    seed(fresh_db, "softmax", "float32", (4, 32), _GOOD)
+    with sqlite3.connect(fresh_db) as conn:
+        conn.execute("UPDATE ft_v1_winners SET config = ?", (stored,))
+    conn.close()
+    x = torch.randn(4, 32, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+            torch.testing.assert_close(flashtune.softmax(x[:3]), torch.softmax(x[:3], -1))
+        picked = dispatch.choice("softmax", (4, 32), "float32", DEVICE)
+    assert picked.how == "default"
+    said = _ours(caught)
+    assert len(said) == 1 and "skipped 1 invalid winner row" in said[0], said
+
+
+_SET_COLUMN = {  # one fixed statement per key column: no SQL built from strings
+    "device_name": "UPDATE ft_v1_winners SET device_name = ?",
+    "capability": "UPDATE ft_v1_winners SET capability = ?",
+    "sm_count": "UPDATE ft_v1_winners SET sm_count = ?",
+    "triton_version": "UPDATE ft_v1_winners SET triton_version = ?",
+    "dtype": "UPDATE ft_v1_winners SET dtype = ?",
+}
+
+
+@pytest.mark.parametrize("column, value", [
+    ("device_name", "NVIDIA H100 80GB HBM3"), ("capability", "9.0"), ("sm_count", 7),
+    ("triton_version", "0.0.1"), ("dtype", "float16"),
+])
+def test_rows_of_another_device_or_triton_are_not_used(fresh_db, column, value):
+    seed(fresh_db, "softmax", "float32", (4, 32), _GOOD)
+    assert dispatch.choice("softmax", (4, 32), "float32", DEVICE).how == "exact"  # control
+    with sqlite3.connect(fresh_db) as conn:
+        conn.execute(_SET_COLUMN[column], (value,))
+    conn.close()
+    dispatch.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dispatch.choice("softmax", (4, 32), "float32", DEVICE).how == "default"
+    assert _ours(caught) == []  # someone else's winners are not a problem to report
+
+
+# -- database URLs: mistakes are named, at run time and on the command line --------------------
+
+@pytest.mark.parametrize("url, reason", [
+    ("postgresql://u:secret@host:abc/db", "not an SQLAlchemy database URL"),
+    ("sqlite+://::::", "not an SQLAlchemy database URL"),
+    ("", "empty"),
+    ("sqlite:////tmp/x.sqlite?mode=ro&uri=true", "URI filenames"),
+])
+def test_malformed_urls_are_value_errors_naming_url(url, reason):
+    # Defects: a bad port leaked "invalid literal for int()"; "" meant the current folder;
+    # uri=true made the tuner write one file while the runtime read another.
+    with pytest.raises(ValueError, match=reason) as caught:
+        resolve_url(url)
+    assert str(caught.value).startswith("url: ")
+    assert "secret" not in str(caught.value)
+
+
+def test_blank_environment_value_is_unset(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FLASHTUNE_DB", "   ")
+    assert resolve_url(None).database == str(tmp_path / "tuned.sqlite")
+
+
+def test_malformed_url_in_environment_runs_the_model(fresh_db, monkeypatch):
+    monkeypatch.setenv("FLASHTUNE_DB", "postgresql://u@host:abc/db")
+    dispatch.reset()
+    x = torch.randn(3, 20, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+    said = _ours(caught)
+    assert len(said) == 1 and "not an SQLAlchemy database URL" in said[0], said
+
+
+_WRITERS = (["clear", "--yes"], ["import", "x.json"])
+
+
+@pytest.mark.parametrize("command, db, reason", [
+    *[(c, "sqlite+://::::", "not an SQLAlchemy database URL") for c in (["show"], *_WRITERS)],
+    *[(c, "", "empty") for c in (["show"], *_WRITERS)],
+    # read-only commands open SQLite files themselves and ignore URL parameters
+    *[(c, "sqlite:///{path}?timeout=abc", "a parameter of the URL is invalid") for c in _WRITERS],
+])
+def test_cli_names_a_malformed_url(tmp_path, capsys, command, db, reason):
+    seed(tmp_path / "t.sqlite", "softmax", "float32", (4, 32), _GOOD)
+    db = db.format(path=tmp_path / "t.sqlite")
+    command = [part if part != "x.json" else str(tmp_path / "x.json") for part in command]
+    (tmp_path / "x.json").write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    rc, out, err = run_cli(capsys, *command, "--db", db)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"flashtune {command[0]}: error: ") and reason in lines[0]
+
+
+# -- the CLI on files that are not winner databases ----------------------------------------------
+
+def _foreign_app_db(path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.close()
+
+
+def _wrong_columns(path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE ft_v1_winners (a, b)")
+    conn.close()
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: p.write_bytes(os.urandom(4096)), lambda p: p.write_bytes(b""),
+    _foreign_app_db, _wrong_columns,
+], ids=["random-bytes", "empty-file", "another-apps-db", "wrong-columns"])
+@pytest.mark.parametrize("command", [["show"], ["clear"], ["clear", "--yes"],
+                                     ["clear", "--yes", "--all-devices"], ["export", "o.json"]])
+def test_cli_on_a_file_that_is_not_a_winner_database(tmp_path, capsys, make, command):
+    # Defect: `clear --yes` on another program's SQLite file (or an empty one) created the
+    # flashtune tables in it and switched it to WAL, then said "deleted 0 winner(s)".
+    path = tmp_path / "app.db"
+    make(path)
+    before = path.read_bytes()
+    command = [part if part != "o.json" else str(tmp_path / "o.json") for part in command]
+    rc, out, err = run_cli(capsys, *command, "--db", str(path))
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (out, err)
+    assert lines[0].startswith(f"flashtune {command[0]}: error: ")
+    assert path.read_bytes() == before
+    assert not (tmp_path / "o.json").exists()
+
+
+# -- the inspection API's device argument ------------------------------------------------------
+
+@pytest.mark.parametrize("device", ["bogus", "cuda:99", object()])
+def test_choice_names_a_bad_device(fresh_db, device):
+    # Defect: torch's AssertionError / RuntimeError ("Torch not compiled with CUDA enabled").
+    problem = AttentionProblem(1, 2, 2, 16, 16, 32, False, "float16")
+    with pytest.raises(ValueError, match="device"):
+        dispatch.choice("softmax", (4, 32), "float32", device)
+    with pytest.raises(ValueError, match="device"):
+        dispatch.attention_choice(problem, device)
