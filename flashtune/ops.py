@@ -17,9 +17,11 @@ The first call with a new (shape, strides, dtype, device, dim) picks a config an
 variant's launch function into a plan; later calls look the plan up in a dict and launch it. On
 CUDA the plan's kernels skip Triton's per-call argument dispatch once compiled
 (flashtune.dispatch.fast_launch; FLASHTUNE_FAST_LAUNCH=0 turns that off).
-Inference calls bypass the torch.library op (see flashtune.dispatch.library for why); calls
-that need autograd, torch.compile or torch.jit.trace tracing, tensor subclasses or dispatch
-modes go through ``torch.ops.flashtune.softmax`` / ``log_softmax``.
+Inference calls bypass the torch.library op (see flashtune.dispatch.library for why), and so
+do eager calls that autograd records: they run the same plans through a plain
+torch.autograd.Function (flashtune.dispatch.eager_autograd). Calls that need torch.compile or
+torch.jit.trace tracing, tensor subclasses or dispatch modes go through
+``torch.ops.flashtune.softmax`` / ``log_softmax``, as does double backward.
 Under torch.func transforms (vmap, grad, jacrev, functionalize, ...; jvp and jacfwd are forward
 AD, below) the call is torch's own op: functorch's wrapped tensors have no storage a kernel can
 read, and torch's op has every transform rule.
@@ -32,6 +34,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import library as _library  # noqa: F401 - registers torch.ops.flashtune.* on first use
 from .dispatch.call_state import dispatch_modes as _dispatch_modes
+from .dispatch.eager_autograd import SoftmaxFunction as _SoftmaxFunction
 from .dispatch.call_state import functorch_active as _functorch_active
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
@@ -120,9 +123,13 @@ def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
         # Other torch.func transforms wrap tensors in storage-less wrappers our kernels cannot
         # read and that the custom op's autograd does not support. torch computes both.
         return (torch.log_softmax if log else torch.softmax)(x, d)
-    if (_is_compiling() or type(x) is not _Tensor or (x.requires_grad and _grad_enabled())
-            or _dispatch_modes() or _jit_tracing() is not None):
+    if (_is_compiling() or type(x) is not _Tensor or _dispatch_modes()
+            or _jit_tracing() is not None):
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
         return op(x, d)
+    if x.requires_grad and _grad_enabled():
+        # Eager autograd: a plain autograd.Function, not the registered op (its host cost,
+        # see flashtune.dispatch.eager_autograd).
+        return _SoftmaxFunction.apply(x, d, log)
     # The plan is stored under the caller's spelling of dim too (e.g. -1), for the hot path.
     return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)

@@ -113,6 +113,25 @@ def test_fp32_gradients_match_torch(fresh_db, name, dim):
     torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-4)
 
 
+def test_eager_autograd_runs_the_plans_without_the_registered_ops(fresh_db):
+    """Under autograd the registered ops cost far more host time than the kernels (H100, torch
+    2.11: 785 us per forward + backward step of a 64 x 128 softmax, against 123 us for torch):
+    eager training calls run the plans through a plain autograd.Function, forward and backward
+    both on our kernels."""
+    from flashtune.dispatch import RUNTIME
+
+    for name, (ours, ref) in FNS.items():
+        x = torch.randn(6, 40, device=DEVICE, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        y = ours(x, -1)
+        assert type(y.grad_fn).__name__ == "SoftmaxFunctionBackward"
+        g = torch.randn_like(y)
+        y.backward(g)
+        ref(x_ref, -1).backward(g)
+        torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-4)
+        assert RUNTIME.plans[name] and RUNTIME.backward_plans[name]
+
+
 def test_fp32_double_backward_matches_torch(fresh_db):
     for name, (ours, ref) in FNS.items():
         x = torch.randn(3, 12, device=DEVICE, requires_grad=True)

@@ -113,7 +113,7 @@ def test_dim_accepts_what_torch_accepts(fresh_db, dim):
                                  torch.tensor([1]), torch.tensor(1.0)])
 def test_dim_rejects_what_torch_rejects(fresh_db, dim):
     x = torch.randn(4, 6, device=DEVICE)
-    with pytest.raises(TypeError):
+    with pytest.raises((TypeError, RuntimeError)):  # torch 2.11 names None/"1" a RuntimeError
         torch.softmax(x, dim)
     with pytest.raises(TypeError, match="dim must be an int"):
         flashtune.softmax(x, dim)

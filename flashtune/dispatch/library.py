@@ -11,9 +11,11 @@ not worth kernels).
 
 Host cost: calling a torch.library custom op costs about 9 us more than calling the Python
 function behind it (torch 2.13, measured on this project's CPU box), as much as the whole call
-budget. So ``flashtune.softmax`` only goes through these ops when it must: under torch.compile
-or export tracing, when autograd records the call, for tensor subclasses or while a dispatch mode
-is active. Plain inference calls launch the kernel directly (see flashtune.ops).
+budget, and far more while autograd records it (flashtune.dispatch.eager_autograd). So
+``flashtune.softmax`` only goes through these ops when it must: under torch.compile or export
+tracing, under torch.jit.trace, for tensor subclasses, while a dispatch mode is active, and for
+double backward. Plain inference calls launch the kernel directly, and eager autograd runs the
+same plans through a plain autograd.Function (see flashtune.ops).
 """
 
 from __future__ import annotations
