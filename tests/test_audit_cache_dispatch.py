@@ -89,6 +89,30 @@ def test_failing_tuned_attention_config_warns_once_across_shapes(fresh_db, monke
     assert len(attempts) == 1
 
 
+def test_attention_falls_back_when_another_thread_rejected_the_config_meanwhile(fresh_db, monkeypatch):
+    """The fallback acts on the decision the failed attempt ran with: another thread rejecting
+    the same config between the failure and the fallback (simulated inside the failing launch)
+    must not turn the caller's call into the kernel's error."""
+    seed_attention(fresh_db, AttentionProblem(1, 2, 2, 32, 32, 32, False, "float16"),
+                   attention_config(BLOCK_M=16, BLOCK_N=16))
+    real = attention_ops.run_variant
+    other = AttentionProblem(1, 2, 2, 20, 20, 32, False, "float16")  # same bucket
+
+    def picky(op, cfg, *args):
+        if cfg["BLOCK_M"] == 16:
+            dispatch.RUNTIME.dispatcher.reject(op, other, torch.device(DEVICE), cfg)
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, cfg, *args)
+
+    monkeypatch.setattr(attention_ops, "run_variant", picky)
+    q, k, v = (torch.randn(1, 2, 30, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = flashtune.attention(q, k, v)
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    torch.testing.assert_close(out.float(), expected, atol=2e-2, rtol=2e-2)
+
+
 # -- tampered configs in the database: validated before use, one warning -----------------------
 
 _GOOD = row_config(32, rows=2)

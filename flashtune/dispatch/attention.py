@@ -68,8 +68,21 @@ def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
 
 def forward(q, k, v, causal: bool, scale, return_lse: bool):
     """attention_forward with the dispatcher's config; a failing tuned config -> the default."""
+    # The decision this attempt ran with: asking the dispatcher again after a failure could
+    # answer "default" because another thread's reject of the same config came in between, and
+    # the caller would get the kernel's error instead of the fallback.
+    used = []
+
+    def choose_and_record(op: str, problem: AttentionProblem, device: torch.device) -> Config:
+        if RUNTIME.disabled:
+            return _heuristic(problem)
+        picked = RUNTIME.dispatcher.choice(op, problem, device)
+        used.append(picked)
+        return picked.config
+
     try:
-        return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)
+        return attention_ops.attention_forward(q, k, v, causal, scale, return_lse,
+                                               choose=choose_and_record)
     except torch.OutOfMemoryError:
         raise  # the device is full: not the config's fault, and no config would help
     except Exception as err:
@@ -78,14 +91,10 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool):
         attention_ops.check_inputs(q, k, v)
         attention_ops.check_flags(causal, scale, return_lse, q.shape[3])
         attention_ops.check_launchable(q, k, v)
-        if RUNTIME.disabled:
+        if RUNTIME.disabled or not used or used[-1].how == "default":
             raise
-        problem = attention_ops.problem_of(q, k, causal)
-        dispatcher = RUNTIME.dispatcher
-        picked = dispatcher.choice(OP, problem, q.device)
-        if picked.how == "default":
-            raise
-        fallback, first = dispatcher.reject(OP, problem, q.device, picked.config)
+        picked = used[-1]
+        fallback, first = RUNTIME.dispatcher.reject(OP, picked.problem, q.device, picked.config)
         if first:  # one warning per broken config, not one per problem it was tuned for
             warnings.warn(f"flashtune: the tuned {OP} config for {picked.describe()} failed "
                           f"({type(err).__name__}: {err}); using default configs wherever it "
