@@ -344,12 +344,7 @@ def statistics_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int
         return []
     forms = ({"lane_stats": True, "vector_stats": False}, {"lane_stats": False, "vector_stats": True},
              {"lane_stats": False, "vector_stats": False})
-    twins = []
-    for form in forms:
-        raw = dict(base.as_dict(), max_pass=False, **form)
-        if raw != base.as_dict() and op.space.is_valid(raw):
-            twins.append(op.space.validate(raw))
-    return twins
+    return _twins(op, base, problem, [dict(base.as_dict(), max_pass=False, **form) for form in forms])
 
 
 def chunk_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> list[Config]:
@@ -365,12 +360,18 @@ def chunk_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 13
     if base["regime"] not in ("online", "split"):
         return []
     raw = base.as_dict()
-    variants = [dict(raw, block=raw["block"] * 2), dict(raw, block=raw["block"] // 2),
-                dict(raw, num_stages=2 if raw["num_stages"] == 1 else 1)]
+    return _twins(op, base, problem, [dict(raw, block=raw["block"] * 2),
+                                      dict(raw, block=raw["block"] // 2),
+                                      dict(raw, num_stages=2 if raw["num_stages"] == 1 else 1)])
+
+
+def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[dict]) -> list[Config]:
+    """The variants of ``base`` (raw knob dicts) that differ from it, are in the space and can
+    run ``problem``, validated."""
     twins = []
-    for variant in variants:
-        if op.space.is_valid(variant):
-            config = op.space.validate(variant)
+    for raw in variants:
+        if raw != base.as_dict() and op.space.is_valid(raw):
+            config = op.space.validate(raw)
             if problem_misfit(config, problem) is None:
                 twins.append(config)
     return twins
