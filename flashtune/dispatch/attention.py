@@ -18,7 +18,6 @@ path with the same (out, lse) contract, so attention keeps running our kernel).
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 
@@ -28,7 +27,6 @@ from ..gen.space import Config
 from .chooser import resolve_device
 from .plans import MAX_PLANS, attention_plan
 from .runtime import RUNTIME
-from .table import DispatchWarning
 
 OP = attention_ops.OP
 
@@ -93,10 +91,5 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool):
         attention_ops.check_launchable(q, k, v)
         if RUNTIME.disabled or not used or used[-1].how == "default":
             raise
-        picked = used[-1]
-        fallback, first = RUNTIME.dispatcher.reject(OP, picked.problem, q.device, picked.config)
-        if first:  # one warning per broken config, not one per problem it was tuned for
-            warnings.warn(f"flashtune: the tuned {OP} config for {picked.describe()} failed "
-                          f"({type(err).__name__}: {err}); using default configs wherever it "
-                          f"was picked (here {fallback.as_dict()})", DispatchWarning, stacklevel=3)
+        RUNTIME.dispatcher.fall_back(used[-1], q.device, err, stacklevel=3)
     return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)

@@ -152,6 +152,20 @@ class Dispatcher:
         self.override(op, problem, device, fallback)
         return fallback, first
 
+    def fall_back(self, picked: Choice, device: torch.device, err: BaseException,
+                  stacklevel: int) -> Config:
+        """The tuned decision ``picked`` failed with ``err``: reject its config on this device
+        (see reject), warn the first time it fails here (one warning per broken config, not one
+        per problem it was tuned for; ``stacklevel`` as seen from the caller) and return the
+        default config that ``picked.problem`` gets instead."""
+        fallback, first = self.reject(picked.op, picked.problem, device, picked.config)
+        if first:
+            warnings.warn(f"flashtune: the tuned {picked.op} config for {picked.describe()} "
+                          f"failed ({type(err).__name__}: {err}); using default configs "
+                          f"wherever it was picked (here {fallback.as_dict()})", DispatchWarning,
+                          stacklevel=stacklevel + 1)
+        return fallback
+
     def default_config(self, op: str, problem: Any, device: torch.device) -> Config:
         """The heuristic config of ``problem`` for this device's SM count."""
         return family_of(op).default(op, problem, sm_count=self.table(device).sm_count)

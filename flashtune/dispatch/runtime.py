@@ -7,7 +7,6 @@ place, so modules that bound the plan dicts at import keep seeing the live ones.
 
 from __future__ import annotations
 
-import warnings
 
 import torch
 
@@ -17,7 +16,6 @@ from .chooser import Dispatcher
 from .plans import (MAX_PLANS, backward_plan, forward_plan, kernel_ok, output_like, problem_of,
                     torch_backward, torch_forward)
 from .settings import Settings
-from .table import DispatchWarning
 
 FORWARD_OPS = ("softmax", "log_softmax")
 _TORCH_ONLY = (torch.float64,)  # floating dtypes torch computes for us (see flashtune.ops)
@@ -131,12 +129,7 @@ class Runtime:
         except Exception as err:
             if picked.how == "default":
                 raise
-            fallback, first = self.dispatcher.reject(op, problem, t.device, picked.config)
-            if first:  # one warning per broken config, not one per problem it was tuned for
-                warnings.warn(f"flashtune: the tuned {op} config for {picked.describe()} failed "
-                              f"({type(err).__name__}: {err}); using default configs wherever "
-                              f"it was picked (here {fallback.as_dict()})",
-                              DispatchWarning, stacklevel=4)
+            fallback = self.dispatcher.fall_back(picked, t.device, err, stacklevel=4)
             plan = make_plan(t, dim, op, fallback)
             return plan, plan(*args)
 
