@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import flashtune.dispatch as dispatch
-from flashtune.bench.peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
+from flashtune.bench.backward import BACKWARD_OPS
+from flashtune.bench.peers import ATTENTION_PEERS, BACKWARD_PEERS, FLASHTUNE, SOFTMAX_PEERS
 from flashtune.bench.report import JSON_NAME, MARKDOWN_NAME, SCHEMA
 from flashtune.bench.shapes import (INTERPRET_ATTENTION_DTYPES, INTERPRET_ATTENTION_SHAPES,
                                     INTERPRET_SOFTMAX_DTYPES, INTERPRET_SOFTMAX_SHAPES)
@@ -66,7 +67,8 @@ def bench_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FLASHTUNE_DB", url)  # --db sets it too: restored on exit
         mp.setenv("TRITON_INTERPRET", "1")
-        rc, out, err = _cli("bench", "--interpret", "--out", str(root / "out"), "--db", url)
+        rc, out, err = _cli("bench", "--interpret", "--out", str(root / "out"), "--db", url,
+                            "--ops", "softmax,attention,backward")
     dispatch.reset()  # the session's database again for later tests
     assert rc == 0, err
     result = json.loads((root / "out" / JSON_NAME).read_text())
@@ -104,6 +106,26 @@ def test_every_softmax_row_present(bench_run):
     assert ours["dispatch"]["how"] == "exact"  # the seeded winner was used
 
 
+def test_every_backward_row_present(bench_run):
+    """Both backward ops, every shape and dtype: flashtune's backward and torch's, both timed and
+    both right against the float64 backward (the rule's backward form)."""
+    _, result, _ = bench_run
+    impls = (FLASHTUNE, *BACKWARD_PEERS)
+    want = {(op, f"{r}x{c}", d, i) for op, (r, c), d, i in
+            itertools.product(BACKWARD_OPS, INTERPRET_SOFTMAX_SHAPES, INTERPRET_SOFTMAX_DTYPES,
+                              impls)}
+    got = [(r["op"], r["shape"], r["dtype"], r["impl"]) for r in result["backward"]]
+    assert sorted(got) == sorted(want)  # each exactly once
+    for row in result["backward"]:
+        assert row["status"] == "ok", row
+        assert row["check"]["ok"], row["check"]
+        assert row["check"]["peer"] == "torch backward"
+        assert row["ms"] > 0 and row["gbs"] > 0 and row["frac_copy"] > 0
+        if row["impl"] == FLASHTUNE:
+            assert set(row["speedup"]) == {"torch"}
+            assert row["dispatch"]["how"] == "default"  # nothing tuned for the backward ops
+
+
 def test_every_attention_row_present(bench_run):
     _, result, _ = bench_run
     impls = (FLASHTUNE, *ATTENTION_PEERS)
@@ -128,7 +150,11 @@ def test_markdown_lists_every_case_and_the_notes(bench_run):
     for s in INTERPRET_ATTENTION_SHAPES:
         for c in s.causal:
             assert f"| {s.batch},{s.heads},{s.n},{s.head_dim} | float16 | {int(c)} |" in md
-    for peer in SOFTMAX_PEERS + ATTENTION_PEERS:
+    for op, (r, c), d in itertools.product(BACKWARD_OPS, INTERPRET_SOFTMAX_SHAPES,
+                                           INTERPRET_SOFTMAX_DTYPES):
+        assert f"| {op} | {r}x{c} | {d} |" in md
+    assert "## Softmax backward" in md
+    for peer in SOFTMAX_PEERS + BACKWARD_PEERS + ATTENTION_PEERS:
         assert f"x {peer}" in md
     assert "**flex** unavailable" in md and "**torch.compile** unavailable" in md
     assert "softmax float16 4x128" in md  # the tuning history table
@@ -164,7 +190,30 @@ def test_report_rerenders_from_json(bench_run, tmp_path):
     assert (tmp_path / MARKDOWN_NAME).read_text() == (out_dir / MARKDOWN_NAME).read_text()
     for name in PLOTS:
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
-    assert "softmax (GB/s" in stdout
+    assert "softmax (GB/s" in stdout and "backward (GB/s" in stdout
+
+
+def test_report_reads_results_from_before_the_backward_cases(bench_run, tmp_path):
+    """A JSON written before the backward section existed (no "backward" key) still renders."""
+    out_dir, result, _ = bench_run
+    old = {k: v for k, v in result.items() if k != "backward"}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    rc, stdout, err = _cli("report", str(path), "--out", str(tmp_path / "md"))
+    assert rc == 0, err
+    md = (tmp_path / "md" / MARKDOWN_NAME).read_text()
+    assert "## Softmax forward" in md and "## Softmax backward" not in md
+    assert "backward (GB/s" not in stdout
+
+
+def test_report_rejects_a_damaged_backward_row(bench_run, tmp_path):
+    out_dir, result, _ = bench_run
+    bad = json.loads(json.dumps(result))
+    del bad["backward"][0]["gbs"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    rc, _, err = _cli("report", str(path))
+    assert rc == 2 and "backward row 0" in err and "'gbs'" in err
 
 
 def test_report_rejects_other_json(tmp_path):

@@ -130,3 +130,23 @@ def test_quick_gpu_run_within_budget(tmp_path):
     assert all(r["check"]["ok"] for r in ours if r["status"] == "ok")
     for name in ("flashtune_bench.md", "plot_softmax.png", "plot_attention_float16.png"):
         assert (tmp_path / name).stat().st_size > 1024
+
+
+def test_phase_ends_split_the_case_share_in_run_order():
+    """Softmax + attention keep their old windows (30% and 85%); backward takes its weight
+    between them; one op alone gets the whole case share."""
+    from flashtune.bench.runner import CASES_SHARE, phase_ends
+
+    assert phase_ends(("softmax", "attention")) == pytest.approx({"softmax": 0.30, "attention": 0.85})
+    assert phase_ends(("backward",)) == pytest.approx({"backward": CASES_SHARE})
+    ends = phase_ends(("attention", "backward", "softmax"))  # the order given does not matter
+    assert list(ends) == ["softmax", "backward", "attention"]
+    assert 0 < ends["softmax"] < ends["backward"] < ends["attention"] == pytest.approx(CASES_SHARE)
+
+
+def test_unknown_bench_op_is_an_error(tmp_path):
+    from flashtune.bench.runner import BenchOptions
+
+    with pytest.raises(ValueError, match="ops must be"):
+        BenchOptions(out=tmp_path, ops=("softmax", "backwards"))
+

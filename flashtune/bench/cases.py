@@ -81,7 +81,7 @@ def _release_memory(timer: Timer) -> None:
 def case_line(rows: list[dict]) -> str:
     """One progress line: each implementation's throughput or status."""
     first = rows[0]
-    key = "gbs" if first["op"] == "softmax" else "tflops"
+    key = "tflops" if first["op"] == "attention" else "gbs"
     unit = "GB/s" if key == "gbs" else "TFLOP/s"
     parts = []
     for r in rows:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from ..reference import check_accuracy, softmax_ref
+from ..reference import (check_accuracy, softmax_backward_ref, softmax_backward_scale,
+                         softmax_ref)
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -31,6 +32,25 @@ class SoftmaxCheck:
 
     def __call__(self, out: torch.Tensor) -> dict:
         return _summary(check_accuracy(out, self.ref, self.peer), _max_diff(out, self.peer), self.PEER)
+
+
+class BackwardCheck:
+    """dx against the float64 backward of (y, dy) (background.md), with torch's backward in the
+    same dtype as the peer; the slack is at the scale of the row-sum term (the rule's backward
+    form, flashtune.reference)."""
+
+    PEER = "torch backward"
+
+    def __init__(self, y: torch.Tensor, dy: torch.Tensor, log: bool):
+        aten = torch.ops.aten
+        backward = aten._log_softmax_backward_data if log else aten._softmax_backward_data
+        self.ref = softmax_backward_ref(y, dy, -1, log)
+        self.peer = backward(dy, y, -1, y.dtype)
+        self.scale = softmax_backward_scale(y, dy, -1, log)
+
+    def __call__(self, out: torch.Tensor) -> dict:
+        acc = check_accuracy(out, self.ref, self.peer, scale=self.scale)
+        return _summary(acc, _max_diff(out, self.peer), self.PEER)
 
 
 def sample_rows(n: int, count: int = 192) -> torch.Tensor:

@@ -31,6 +31,7 @@ def online_1024_config():
     return OPS["softmax"].space.complete(ONLINE_1024)
 
 SOFTMAX_PEERS = ("torch.softmax", "torch.compile", "online-1024")
+BACKWARD_PEERS = ("torch",)
 ATTENTION_PEERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
 SDPA_BACKEND_NAMES = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION",
                       "sdpa_efficient": "EFFICIENT_ATTENTION"}
@@ -82,6 +83,29 @@ def softmax_impls(interpret: bool) -> list[Impl]:
         Impl("torch.compile", compile_peer),
         Impl("online-1024", online_peer),
     ]
+
+
+# -- softmax backward ------------------------------------------------------------------------
+
+def backward_impls(log: bool) -> list[Impl]:
+    """flashtune's eager backward (what its autograd.Function calls) and torch's (what
+    torch.softmax's autograd calls); inputs are (y, dy), dim -1."""
+    import torch
+
+    from ..dispatch.runtime import RUNTIME
+
+    aten = torch.ops.aten
+    torch_backward = aten._log_softmax_backward_data if log else aten._softmax_backward_data
+
+    def ours(inputs):
+        y, dy = inputs
+        return _plain(lambda: RUNTIME.backward(y, dy, -1, log))
+
+    def theirs(inputs):
+        y, dy = inputs
+        return _plain(lambda: torch_backward(dy, y, -1, y.dtype))
+
+    return [Impl(FLASHTUNE, ours), Impl("torch", theirs)]
 
 
 # -- attention -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
+from .peers import ATTENTION_PEERS, BACKWARD_PEERS, FLASHTUNE, SOFTMAX_PEERS
 
 SCHEMA = "flashtune-bench/1"
 JSON_NAME = "flashtune_bench.json"
@@ -27,13 +27,15 @@ def load_result(path: Any) -> dict:
         raise ValueError(f"{path}: not JSON ({err})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not a flashtune bench result (expected schema {SCHEMA!r})")
-    for key, kind in (("meta", dict), ("softmax", list), ("attention", list)):
+    data.setdefault("backward", [])  # results written before the backward cases existed
+    for key, kind in (("meta", dict), ("softmax", list), ("backward", list), ("attention", list)):
         if not isinstance(data.get(key), kind):
             raise ValueError(f"{path}: field {key!r} must be a {kind.__name__}")
     from .validate import ResultError, check_extras, check_rows
 
     try:
         check_rows("softmax", data["softmax"])
+        check_rows("backward", data["backward"])
         check_rows("attention", data["attention"])
         check_extras(data)
     except ResultError as err:
@@ -48,10 +50,10 @@ def fmt(value: float | None) -> str:
 
 
 def group_cases(rows: list[dict]) -> list[dict[str, dict]]:
-    """Rows of one case (shape, dtype, causal) together, impl -> row, in run order."""
+    """Rows of one case (op, shape, dtype, causal) together, impl -> row, in run order."""
     cases: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        cases.setdefault((r["shape"], r["dtype"], r.get("causal")), {})[r["impl"]] = r
+        cases.setdefault((r["op"], r["shape"], r["dtype"], r.get("causal")), {})[r["impl"]] = r
     return list(cases.values())
 
 
@@ -103,6 +105,22 @@ def softmax_table(result: dict) -> list[str]:
     return lines + ["", f"Copy bandwidth: {fmt(copy)} GB/s."]
 
 
+def backward_table(result: dict) -> list[str]:
+    head = ["op", "shape", "dtype", "MiB", "flashtune GB/s", "% copy", *BACKWARD_PEERS,
+            *(f"x {p}" for p in BACKWARD_PEERS), "flashtune config"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case in group_cases(result["backward"]):
+        ours = case.get(FLASHTUNE)
+        first = next(iter(case.values()))
+        frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
+        cells = [first["op"], first["shape"], first["dtype"], f"{first.get('mib', 0):.1f}",
+                 _cell(ours, "gbs"), "-" if frac is None else f"{100 * frac:.0f}%",
+                 *(_cell(case.get(p), "gbs") for p in BACKWARD_PEERS),
+                 *(_ratio(ours, p) for p in BACKWARD_PEERS), _dispatch(ours)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def attention_table(result: dict) -> list[str]:
     head = ["shape (B,H,N,D)", "dtype", "causal", "flashtune TFLOP/s", *ATTENTION_PEERS,
             *(f"x {p}" for p in ATTENTION_PEERS), "flashtune config"]
@@ -120,7 +138,7 @@ def attention_table(result: dict) -> list[str]:
 def notes(result: dict) -> list[str]:
     """Every row that did not produce a correct timing, grouped by (impl, status, reason)."""
     groups: dict[tuple, list[str]] = {}
-    for r in result["softmax"] + result["attention"]:
+    for r in _all_rows(result):
         causal = " causal" if r.get("causal") else ""
         case = f"{r['op']} {r['shape']} {r['dtype']}{causal}"
         if r.get("status") != "ok":
@@ -134,13 +152,18 @@ def notes(result: dict) -> list[str]:
     return lines or ["- none: every implementation ran and passed its check in every case"]
 
 
+def _all_rows(result: dict) -> list[dict]:
+    return result["softmax"] + result.get("backward", []) + result["attention"]
+
+
 def checks_line(result: dict) -> str:
-    timed = [r for r in result["softmax"] + result["attention"] if r.get("status") == "ok"]
+    timed = [r for r in _all_rows(result) if r.get("status") == "ok"]
     good = sum(1 for r in timed if r.get("check", {}).get("ok"))
     return (f"{good} of {len(timed)} timed outputs pass the accuracy rule (max error vs float64 "
             "at most 1.1 x the reference peer's + 2 ulps; softmax: full float64 oracle, reference "
-            "torch.softmax; attention: float64 oracle on sampled query rows of the first and last "
-            "head, reference SDPA with torch's default backend).")
+            "torch.softmax; backward: full float64 oracle, reference torch's backward, ulps at "
+            "the scale of the row-sum term; attention: float64 oracle on sampled query rows of "
+            "the first and last head, reference SDPA with torch's default backend).")
 
 
 def tuning_lines(result: dict) -> list[str]:
@@ -185,6 +208,12 @@ def markdown(result: dict, plots: list[str]) -> str:
     out = ["# flashtune benchmark", "", *header(result["meta"]), ""]
     if result["softmax"]:
         out += ["## Softmax forward (GB/s = 2 x bytes(x) / time)", "", *softmax_table(result), ""]
+    if result.get("backward"):
+        out += ["## Softmax backward (GB/s = 3 x bytes(x) / time: y and dy read, dx written)", "",
+                "flashtune: the eager backward its autograd runs (the tuned winner of the "
+                "backward op, else its default config); torch: `aten._softmax_backward_data` / "
+                "`aten._log_softmax_backward_data`, what torch.softmax's autograd runs.", "",
+                *backward_table(result), ""]
     if result["attention"]:
         out += ["## Attention forward (TFLOP/s = 4 B H N^2 D / time, x 0.5 causal)", "",
                 *attention_table(result), ""]
@@ -206,16 +235,19 @@ def markdown(result: dict, plots: list[str]) -> str:
 def summary(result: dict) -> str:
     """The short table printed last: flashtune's number and its ratio to each peer per case."""
     lines = []
-    for op, key, unit, peers in (("softmax", "gbs", "GB/s", SOFTMAX_PEERS),
-                                 ("attention", "tflops", "TFLOP/s", ATTENTION_PEERS)):
-        if not result[op]:
+    for section, key, unit, peers in (("softmax", "gbs", "GB/s", SOFTMAX_PEERS),
+                                      ("backward", "gbs", "GB/s", BACKWARD_PEERS),
+                                      ("attention", "tflops", "TFLOP/s", ATTENTION_PEERS)):
+        if not result.get(section):
             continue
-        lines.append(f"{op} ({unit}; x PEER = peer time / flashtune time)")
+        lines.append(f"{section} ({unit}; x PEER = peer time / flashtune time)")
         lines.append(f"  {'case':40s} {'flashtune':>10s} " + " ".join(f"{p:>14s}" for p in peers))
-        for case in group_cases(result[op]):
+        for case in group_cases(result[section]):
             ours = case.get(FLASHTUNE)
             f = next(iter(case.values()))
             name = f"{f['shape']} {f['dtype']}" + (" causal" if f.get("causal") else "")
+            if section == "backward":
+                name = f"{f['op'].replace('_backward', '')} {name}"
             ratios = " ".join(f"{'x ' + _ratio(ours, p):>14s}" if _ratio(ours, p) != "-"
                               else f"{_cell(case.get(p), key):>14s}" for p in peers)
             lines.append(f"  {name:40s} {_cell(ours, key):>10s} {ratios}")

@@ -1,8 +1,9 @@
 """``flashtune bench``: every case of the chosen set, in one process, then the report files.
 
-Order: copy bandwidth, softmax cases, attention cases (each phase within its share of the
-budget, see flashtune.bench.budget), host overhead, tuning history; then the JSON, the Markdown
-and the plots in the output folder, and the short summary table last.
+Order: copy bandwidth, softmax cases, softmax backward cases (``backward``, opt-in), attention
+cases (each phase within its share of the budget, see flashtune.bench.budget), host overhead,
+tuning history; then the JSON, the Markdown and the plots in the output folder, and the short
+summary table last.
 """
 
 from __future__ import annotations
@@ -21,9 +22,24 @@ from .report import JSON_NAME, MARKDOWN_NAME, SCHEMA, markdown, summary
 from .shapes import case_set
 from .timing import Timer, copy_bandwidth
 
-OPS = ("softmax", "attention")
-SOFTMAX_SHARE = 0.30  # of the budget, when attention runs too; else the softmax gets CASES_SHARE
+OPS = ("softmax", "attention", "backward")
+DEFAULT_OPS = ("softmax", "attention")
+# Relative weights of the case phases, in run order; the chosen ones share CASES_SHARE of the
+# budget in proportion (softmax + attention: softmax until 30%, attention until 85%).
+PHASE_ORDER = ("softmax", "backward", "attention")
+PHASE_WEIGHTS = {"softmax": 0.30, "backward": 0.20, "attention": 0.55}
 CASES_SHARE = 0.85    # the rest: host overhead, tuning history and the report files
+
+
+def phase_ends(ops: tuple[str, ...]) -> dict[str, float]:
+    """The share of the budget at which each chosen op's phase ends."""
+    chosen = [op for op in PHASE_ORDER if op in ops]
+    total = sum(PHASE_WEIGHTS[op] for op in chosen)
+    ends, acc = {}, 0.0
+    for op in chosen:
+        acc += PHASE_WEIGHTS[op]
+        ends[op] = CASES_SHARE * acc / total
+    return ends
 
 
 @dataclass
@@ -31,7 +47,7 @@ class BenchOptions:
     out: Path
     mode: str = "full"  # "full" | "quick" | "interpret"
     budget_s: float | None = None
-    ops: tuple[str, ...] = OPS
+    ops: tuple[str, ...] = DEFAULT_OPS
     db: str | None = None
     overhead: bool = True
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
@@ -91,6 +107,7 @@ def run_bench(options: BenchOptions) -> dict:
     import torch
 
     from .attention import run_attention
+    from .backward import run_backward
     from .softmax import run_softmax
 
     log = options.log
@@ -103,20 +120,24 @@ def run_bench(options: BenchOptions) -> dict:
     timer = Timer(on_gpu=on_gpu)
     cases = case_set(options.mode)
     result = {"schema": SCHEMA, "meta": _meta(options, on_gpu, timer), "softmax": [],
-              "attention": []}
+              "backward": [], "attention": []}
+    ends = phase_ends(options.ops)
     log(f"flashtune bench ({options.mode}) on {result['meta']['device']}, torch "
         f"{result['meta']['torch']}, triton {result['meta']['triton']}")
     try:
         result["copy"] = copy_bandwidth(timer, device)
         log(f"copy bandwidth {result['copy']['gbs']:.4g} GB/s")
         if "softmax" in options.ops:
-            share = SOFTMAX_SHARE if "attention" in options.ops else CASES_SHARE
             run_softmax(cases.softmax_shapes, cases.softmax_dtypes, timer, device,
-                        result["copy"]["gbs"], budget.phase(share), interpret, log,
+                        result["copy"]["gbs"], budget.phase(ends["softmax"]), interpret, log,
                         out=result["softmax"])
+        if "backward" in options.ops:
+            run_backward(cases.softmax_shapes, cases.softmax_dtypes, timer, device,
+                         result["copy"]["gbs"], budget.phase(ends["backward"]), interpret, log,
+                         out=result["backward"])
         if "attention" in options.ops:
             run_attention(cases.attention_shapes, cases.attention_dtypes, timer, device,
-                          budget.phase(CASES_SHARE), interpret, log, out=result["attention"])
+                          budget.phase(ends["attention"]), interpret, log, out=result["attention"])
         result["overhead"] = _overhead(options, device, on_gpu, log)
         from .tuning import tuning_history
 
@@ -125,7 +146,7 @@ def run_bench(options: BenchOptions) -> dict:
         # Minutes of measurements are not thrown away: the cases finished so far are written
         # (marked interrupted), then the interrupt goes on, saying where they went. With no
         # case finished there is nothing to keep, and an earlier run's files in --out stay.
-        if not (result["softmax"] or result["attention"]):
+        if not (result["softmax"] or result["backward"] or result["attention"]):
             raise
         result["meta"].update(wall_s=budget.elapsed(), interrupted=True)
         log("interrupted: writing the cases finished so far")

@@ -14,12 +14,15 @@ _NUMBER = (int, float)
 ROW_KEYS: dict[str, dict[str, tuple]] = {
     "softmax": {"op": (str,), "shape": (str,), "dtype": (str,), "impl": (str,), "status": (str,),
                 "cols": (int,)},
+    "backward": {"op": (str,), "shape": (str,), "dtype": (str,), "impl": (str,), "status": (str,),
+                 "cols": (int,)},
     "attention": {"op": (str,), "shape": (str,), "dtype": (str,), "impl": (str,),
                   "status": (str,), "B": (int,), "H": (int,), "N": (int,), "D": (int,),
                   "causal": (bool,)},
 }
 # Keys of a timed row ("ok"), by section.
-OK_KEYS = {"softmax": {"ms": _NUMBER, "gbs": _NUMBER}, "attention": {"ms": _NUMBER, "tflops": _NUMBER}}
+OK_KEYS = {"softmax": {"ms": _NUMBER, "gbs": _NUMBER}, "backward": {"ms": _NUMBER, "gbs": _NUMBER},
+           "attention": {"ms": _NUMBER, "tflops": _NUMBER}}
 OVERHEAD_KEYS = {"shape": (list,), "dtype": (str,), "iters": (int,), "repeats": (int,),
                  "choice": (str,), "summary": (str,), "results": (list,)}
 

@@ -7,6 +7,10 @@ process: copy bandwidth first, then do_bench medians, each output checked agains
 float64. Writes flashtune_bench.json, flashtune_bench.md and plot_*.png into --out, and prints a
 short table last. A peer that fails or is unavailable is recorded as such.
 
+--ops backward adds the softmax and log_softmax backward on the softmax shapes: flashtune's
+eager backward (what its autograd runs) against torch's aten backward, GB/s = 3 x bytes(x) /
+time, each dx checked against float64.
+
 --interpret (or TRITON_INTERPRET=1): tiny shapes on CPU tensors through Triton's interpreter,
 perf_counter timings (a smoke run of the harness; the numbers mean nothing).
 """
@@ -33,7 +37,9 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true", help="a subset of the shape sets")
     p.add_argument("--interpret", action="store_true",
                    help="CPU smoke run under Triton's interpreter (tiny shapes)")
-    p.add_argument("--ops", default="softmax,attention", help="comma list (default: both)")
+    p.add_argument("--ops", default="softmax,attention",
+                   help="comma list of softmax, attention and backward (softmax and log_softmax "
+                        "backward against torch's; default: softmax,attention)")
     add_db_option(p, "; used by the dispatcher and for the tuning history")
     p.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurement")
     p.set_defaults(run=run)
