@@ -7,6 +7,7 @@ place, so modules that bound the plan dicts at import keep seeing the live ones.
 
 from __future__ import annotations
 
+import functools
 
 import torch
 
@@ -109,7 +110,7 @@ class Runtime:
         if plan is not None:
             return plan(y, dy)
         op = "log_softmax_backward" if log else "softmax_backward"
-        plan, out = self._first_run(op, y, dim, backward_plan, (y, dy))
+        plan, out = self._first_run(op, y, dim, functools.partial(backward_plan, dy=dy), (y, dy))
         if len(plans) >= MAX_PLANS:
             plans.clear()
         plans[key] = plan
