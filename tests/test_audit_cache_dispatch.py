@@ -278,3 +278,27 @@ def test_choice_names_a_bad_device(fresh_db, device):
         dispatch.choice("softmax", (4, 32), "float32", device)
     with pytest.raises(ValueError, match="device"):
         dispatch.attention_choice(problem, device)
+
+
+def test_timestamp_past_the_utc_range_is_a_value_error_for_its_row():
+    """9999-12-31 23:59 at -01:00 overflows datetime in UTC: a ValueError (skipped with its row,
+    a one-line CLI error), not an OverflowError that escapes every per-row check."""
+    from flashtune.cache.records import utc
+
+    with pytest.raises(ValueError, match="out of range"):
+        utc("9999-12-31T23:59:59-01:00")
+    assert utc("2026-11-22T10:00:00+02:00").isoformat() == "2026-11-22T08:00:00+00:00"
+
+
+def test_dispatch_decisions_stay_bounded_under_ever_new_shapes(monkeypatch):
+    """Like the plans, the memo of decisions is cleared when full: a server whose shapes keep
+    changing must not grow memory without bound."""
+    import flashtune
+    from flashtune.dispatch import chooser
+    from flashtune.dispatch.runtime import RUNTIME
+
+    monkeypatch.setattr(chooser, "MAX_CHOICES", 10)
+    for rows in range(1, 31):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(flashtune.softmax(x, -1), torch.softmax(x, -1))
+    assert 0 < len(RUNTIME.dispatcher._choices) <= 10

@@ -104,7 +104,10 @@ def utc(moment: Any) -> datetime:
         raise TypeError(f"expected a timestamp, got {type(moment).__name__} ({moment!r})")
     if moment.tzinfo is None:  # everything is stored as UTC
         return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31 23:59 at -01:00: past datetime.max in UTC
+        raise ValueError(f"timestamp out of range in UTC: {moment.isoformat()}") from None
 
 
 def now_utc() -> datetime:

@@ -100,6 +100,10 @@ def _memo_key(op: str, index: int, problem: Any) -> tuple:
     return (op, index, problem)
 
 
+# Decisions memoized per (op, device, problem); cleared when full.
+MAX_CHOICES = 16384
+
+
 class Dispatcher:
     def __init__(self, settings: Settings,
                  reader: Callable[[torch.device], tuple[Any, list]] = _read_winners):
@@ -125,6 +129,11 @@ class Dispatcher:
         found = self._choices.get(key)
         if found is None:
             found = self._decide(op, problem, device, index)
+            if len(self._choices) >= MAX_CHOICES:
+                # A workload with ever-new shapes must not grow memory without bound (as for
+                # the runtime's plans); decisions are cheap to redo, and failed configs stay
+                # excluded (_failed).
+                self._choices.clear()
             self._choices[key] = found
         return found
 

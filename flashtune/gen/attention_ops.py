@@ -215,7 +215,8 @@ def select_config(problem: AttentionProblem, tensors: tuple[torch.Tensor, ...],
     fallback = _without_hopper(cfg)
     if problem_misfit(fallback, problem) is not None:
         fallback = default_config(OP, problem)
-    _warn_once(f"{misfit}|{cfg}", f"flashtune attention: chosen config cannot run ({misfit}); "
+    # Once per config: the misfit text can name the call's strides, which vary with the layout.
+    _warn_once(str(cfg), f"flashtune attention: chosen config cannot run ({misfit}); "
                f"using {fallback} instead")
     return fallback
 
