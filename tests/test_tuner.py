@@ -391,8 +391,9 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
                          runner=_SlowRetimeRunner(PlantedAdapter(), FAST))
     wall = time.monotonic() - t0
     db.close()
-    # One trial of the last problem started may overrun; never a whole extra problem's search.
-    assert wall < 3.0 + 3.0, f"ran {wall:.1f} s for a 3 s total (before the fix: 12 s)"
+    # One trial of the last problem started may overrun; never a whole extra problem's search
+    # (the bug this guards ran 12 s). 5 s of slack: a loaded 2-core CI machine ran it in 6.1 s.
+    assert wall < 3.0 + 5.0, f"ran {wall:.1f} s for a 3 s total (before the fix: 12 s)"
     assert len(result.problems) == 6
     untuned = [p for p in result.problems if p.winner is None]
     assert all("--total-time" in p.error for p in untuned)
