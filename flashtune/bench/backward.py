@@ -21,20 +21,10 @@ from .cases import case_line, run_case, skipped_case
 from .checks import BackwardCheck
 from .peers import FLASHTUNE, backward_impls
 from .shapes import softmax_label
+from .softmax import dispatch_info
 from .timing import Timer
 
 BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")
-
-
-def _dispatch_info(op: str, rows: int, cols: int, dtype: str, device: str) -> dict:
-    """Which config the dispatcher runs for this backward problem, and how it was picked."""
-    from ..dispatch import choice
-
-    try:
-        picked = choice(op, (rows, cols), dtype, device)
-    except Exception as err:  # noqa: BLE001 - informative only
-        return {"error": f"{type(err).__name__}: {err}"[:200]}
-    return {"how": picked.how, "config": picked.config.as_dict()}
 
 
 def run_backward(shapes, dtypes, timer: Timer, device: str, copy_gbs: float, phase: Phase,
@@ -69,7 +59,7 @@ def run_backward(shapes, dtypes, timer: Timer, device: str, copy_gbs: float, pha
                                 base, {})
                 for row in rows:
                     if row["impl"] == FLASHTUNE:
-                        row["dispatch"] = _dispatch_info(op, n_rows, n_cols, dtype_name, device)
+                        row["dispatch"] = dispatch_info(op, n_rows, n_cols, dtype_name, device)
                 out += rows
                 log(case_line(rows))
                 del y, dy

@@ -42,10 +42,10 @@ class BackwardCheck:
     PEER = "torch backward"
 
     def __init__(self, y: torch.Tensor, dy: torch.Tensor, log: bool):
-        aten = torch.ops.aten
-        backward = aten._log_softmax_backward_data if log else aten._softmax_backward_data
+        from ..dispatch.plans import aten_backward
+
         self.ref = softmax_backward_ref(y, dy, -1, log)
-        self.peer = backward(dy, y, -1, y.dtype)
+        self.peer = aten_backward(log)(dy, y, -1, y.dtype)
         self.scale = softmax_backward_scale(y, dy, -1, log)
 
     def __call__(self, out: torch.Tensor) -> dict:

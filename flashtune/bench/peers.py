@@ -90,12 +90,10 @@ def softmax_impls(interpret: bool) -> list[Impl]:
 def backward_impls(log: bool) -> list[Impl]:
     """flashtune's eager backward (what its autograd.Function calls) and torch's (what
     torch.softmax's autograd calls); inputs are (y, dy), dim -1."""
-    import torch
-
+    from ..dispatch.plans import aten_backward
     from ..dispatch.runtime import RUNTIME
 
-    aten = torch.ops.aten
-    torch_backward = aten._log_softmax_backward_data if log else aten._softmax_backward_data
+    torch_backward = aten_backward(log)
 
     def ours(inputs):
         y, dy = inputs

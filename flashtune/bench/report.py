@@ -88,37 +88,32 @@ def _dispatch(ours: dict | None) -> str:
     return f"{info['how']}: {tile}" + (" +" + ",".join(flags) if flags else "")
 
 
-def softmax_table(result: dict) -> list[str]:
-    copy = result.get("copy", {}).get("gbs")
-    head = ["shape", "dtype", "MiB", "flashtune GB/s", "% copy", *SOFTMAX_PEERS,
-            *(f"x {p}" for p in SOFTMAX_PEERS), "flashtune config"]
+def _gbs_table(rows: list[dict], peers: tuple[str, ...], op_column: bool) -> list[str]:
+    """The GB/s table of a softmax section (forward, or backward with its op column)."""
+    head = [*(["op"] if op_column else []), "shape", "dtype", "MiB", "flashtune GB/s", "% copy",
+            *peers, *(f"x {p}" for p in peers), "flashtune config"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for case in group_cases(result["softmax"]):
+    for case in group_cases(rows):
         ours = case.get(FLASHTUNE)
         first = next(iter(case.values()))
         frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
-        cells = [first["shape"], first["dtype"], f"{first.get('mib', 0):.1f}", _cell(ours, "gbs"),
+        cells = [*([first["op"]] if op_column else []), first["shape"], first["dtype"],
+                 f"{first.get('mib', 0):.1f}", _cell(ours, "gbs"),
                  "-" if frac is None else f"{100 * frac:.0f}%",
-                 *(_cell(case.get(p), "gbs") for p in SOFTMAX_PEERS),
-                 *(_ratio(ours, p) for p in SOFTMAX_PEERS), _dispatch(ours)]
+                 *(_cell(case.get(p), "gbs") for p in peers),
+                 *(_ratio(ours, p) for p in peers), _dispatch(ours)]
         lines.append("| " + " | ".join(cells) + " |")
-    return lines + ["", f"Copy bandwidth: {fmt(copy)} GB/s."]
+    return lines
+
+
+def softmax_table(result: dict) -> list[str]:
+    copy = result.get("copy", {}).get("gbs")
+    return (_gbs_table(result["softmax"], SOFTMAX_PEERS, op_column=False)
+            + ["", f"Copy bandwidth: {fmt(copy)} GB/s."])
 
 
 def backward_table(result: dict) -> list[str]:
-    head = ["op", "shape", "dtype", "MiB", "flashtune GB/s", "% copy", *BACKWARD_PEERS,
-            *(f"x {p}" for p in BACKWARD_PEERS), "flashtune config"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for case in group_cases(result["backward"]):
-        ours = case.get(FLASHTUNE)
-        first = next(iter(case.values()))
-        frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
-        cells = [first["op"], first["shape"], first["dtype"], f"{first.get('mib', 0):.1f}",
-                 _cell(ours, "gbs"), "-" if frac is None else f"{100 * frac:.0f}%",
-                 *(_cell(case.get(p), "gbs") for p in BACKWARD_PEERS),
-                 *(_ratio(ours, p) for p in BACKWARD_PEERS), _dispatch(ours)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return _gbs_table(result["backward"], BACKWARD_PEERS, op_column=True)
 
 
 def attention_table(result: dict) -> list[str]:

@@ -18,12 +18,12 @@ from .timing import Timer
 COMPILED_PEERS = ("torch.compile",)
 
 
-def _dispatch_info(rows: int, cols: int, dtype: str, device: str) -> dict:
-    """Which config the dispatcher runs for this problem, and how it was picked."""
+def dispatch_info(op: str, rows: int, cols: int, dtype: str, device: str) -> dict:
+    """Which config the dispatcher runs for this problem of ``op``, and how it was picked."""
     from ..dispatch import choice
 
     try:
-        picked = choice("softmax", (rows, cols), dtype, device)
+        picked = choice(op, (rows, cols), dtype, device)
     except Exception as err:  # noqa: BLE001 - informative only
         return {"error": f"{type(err).__name__}: {err}"[:200]}
     return {"how": picked.how, "config": picked.config.as_dict()}
@@ -58,7 +58,7 @@ def run_softmax(shapes, dtypes, timer: Timer, device: str, copy_gbs: float, phas
             rows = run_case(impls, x, timer, SoftmaxCheck(x), metric, base, skip)
             for row in rows:
                 if row["impl"] == FLASHTUNE:
-                    row["dispatch"] = _dispatch_info(n_rows, n_cols, dtype_name, device)
+                    row["dispatch"] = dispatch_info("softmax", n_rows, n_cols, dtype_name, device)
             out += rows
             log(case_line(rows))
             del x

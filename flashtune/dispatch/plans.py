@@ -57,9 +57,14 @@ def torch_forward(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
     return _into_layout(y, x, dim)
 
 
+def aten_backward(log: bool):
+    """torch's own backward of softmax (log False) or log_softmax, called (dy, y, dim, dtype):
+    what torch.softmax's autograd runs."""
+    return _aten._log_softmax_backward_data if log else _aten._softmax_backward_data
+
+
 def torch_backward(y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
-    fn = _aten._log_softmax_backward_data if log else _aten._softmax_backward_data
-    return _into_layout(fn(dy, y, dim, y.dtype), y, dim)
+    return _into_layout(aten_backward(log)(dy, y, dim, y.dtype), y, dim)
 
 
 def _device_guard(plan: Plan, index: int) -> Plan:
