@@ -47,6 +47,8 @@ __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
 _dtype = torch.dtype
+# what `dtype=` may name: the kernels' dtypes, and float64 (computed by torch)
+_CASTABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
 # check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
 # ever matches.
@@ -99,8 +101,8 @@ def _cast(x, dtype):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if not isinstance(dtype, _dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype={dtype} is not a floating dtype; flashtune softmax computes in "
+    if dtype not in _CASTABLE:  # e.g. an integer or a float8 dtype
+        raise TypeError(f"dtype={dtype} is not supported; flashtune softmax computes in "
                         "float16, bfloat16, float32 (float64 by torch)")
     return x.to(dtype)
 

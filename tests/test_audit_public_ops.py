@@ -88,3 +88,14 @@ def test_gradients_on_odd_layouts_pass_the_accuracy_rule(fresh_db, log, dtype):
         bwd = check_accuracy(xa.grad, softmax_backward_ref(y_ref, g, dim, log), xt.grad,
                              scale=softmax_backward_scale(y_ref, g, dim, log))
         assert bwd.ok, f"{label}: backward {bwd}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.int32,
+                                   torch.complex64, torch.bool])
+@pytest.mark.parametrize("op", [flashtune.softmax, flashtune.log_softmax])
+def test_unsupported_dtype_argument_is_named_in_the_error(fresh_db, op, dtype):
+    # Defect: dtype=float8 passed the cast's floating check and the error then named x, which
+    # the caller had given as float32.
+    x = torch.randn(3, 5)
+    with pytest.raises(TypeError, match=r"^dtype=torch\.\w+ is not supported"):
+        op(x, -1, dtype=dtype)

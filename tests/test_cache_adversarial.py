@@ -377,3 +377,86 @@ def test_cli_warnings_are_one_line(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("flashtune show: warning: "), done.stderr
+
+
+# -- keys no problem can have, and text that is not UTF-8 ---------------------------------------
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("dtype", "float64", "dtype must be one of"),
+    ("dtype", "bfloat16,float32", "dtype must be one of"),
+    ("bucket", {"rows_bucket": "4096", "cols_bucket": 4096}, "rows_bucket must be a power of two"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4000}, "cols_bucket must be a power of two"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": True}, "cols_bucket must be a power of two"),
+    ("bucket", {"rows_bucket": 4096}, "exactly the fields"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "causal": False}, "exactly the fields"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 2**40}, "cols_bucket must be a power of two"),
+])
+def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value, reason):
+    # Defect: such rows were imported; the dispatcher never reaches them, and a str bucket next
+    # to int buckets made `flashtune show` fail sorting them (a TypeError traceback).
+    doc = _export_doc(tmp_path)
+    doc["winners"].append(dict(doc["winners"][0], **{field: value}))
+    target = tmp_path / "in.json"
+    target.write_text(json.dumps(doc))
+    db = tmp_path / "dst.sqlite"
+    rc, _, err = _cli(capsys, "import", str(target), "--db", str(db))
+    assert rc == 2 and "winners[1]" in err and reason in err, err
+    _one_line_error(err, "import")
+    with TuneDB(db) as check:
+        assert check.winners() == []
+
+
+def test_attention_keys_are_checked_like_the_problem_bucket():
+    from flashtune.gen.attention_space import AttentionProblem, problem_bucket
+    from flashtune.gen.problem_keys import check_problem_key
+
+    good = problem_bucket(AttentionProblem(2, 8, 8, 1000, 1000, 72, True, "bfloat16"))
+    check_problem_key("attention_fwd", "bfloat16", good)
+    for change, reason in [({"head_dim": 12}, "head_dim must be a multiple"),
+                           ({"causal": 1}, "causal must be true or false"),
+                           ({"nq_bucket": 1000}, "nq_bucket must be a power of two"),
+                           ({"bh_bucket": 0}, "bh_bucket must be a power of two")]:
+        with pytest.raises((ValueError, TypeError), match=reason):
+            check_problem_key("attention_fwd", "bfloat16", {**good, **change})
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        check_problem_key("attention_fwd", "float32", good)
+    with pytest.raises(ValueError, match="unknown op"):
+        check_problem_key("attention_bwd", "float16", good)
+
+
+def test_show_lists_buckets_of_mixed_value_types(tmp_path, capsys):
+    # Defect: the Python API stores any bucket; two of one op and dtype whose values differ in
+    # type (int and str) broke show's sort with a traceback.
+    from flashtune.cache import ProblemKey
+
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}", ProblemKey.make("softmax", "float16", {"rows_bucket": 8, "cols_bucket": 64}),
+           ProblemKey.make("softmax", "float16", {"rows_bucket": "8", "cols_bucket": 64}))
+    rc, out, err = _cli(capsys, "show", "--all-devices", "--db", str(path))
+    assert rc == 0 and "Traceback" not in err, err
+    assert "winners for all devices: 2" in out
+
+
+@pytest.mark.parametrize("column", ["op", "config", "flashtune_version", "tuned_at", "device_name"])
+def test_text_that_is_not_utf8_spoils_only_its_row(tmp_path, capsys, column):
+    # Defect: sqlite3 raised "Could not decode to UTF-8" for the whole query, so one damaged
+    # row dropped every winner at run time and made show and export fail.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}", key_for(4096), key_for(8192))
+    conn = sqlite3.connect(path)
+    with conn:
+        assert conn.execute(f"UPDATE ft_v1_winners SET {column} = CAST(x'ff41' AS TEXT) "
+                            "WHERE bucket = ?", (key_for(8192).bucket_json(),)).rowcount == 1
+    conn.close()
+    winners, said = _runtime(f"sqlite:///{path}")
+    if column == "device_name":  # another device's row now: not this device's to read
+        assert [w.key for w in winners] == [key_for(4096)] and said == []
+    else:
+        assert [w.key for w in winners] == [key_for(4096)]
+        assert len(said) == 1 and "skipped 1 invalid winner row" in said[0], said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        with TuneDB(path, read_only=True) as db:
+            assert [w.key for w in db.winners()] == [key_for(4096)]
+    rc, out, err = _cli(capsys, "show", "--all-devices", "--db", str(path))
+    assert rc == 0 and "Traceback" not in err and "winners for all devices: 1" in out, err

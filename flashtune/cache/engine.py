@@ -156,14 +156,26 @@ def _read_only_mount(folder: Path) -> bool:
         return False
 
 
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    """SQLite text as str; text that is not UTF-8 (written behind flashtune's back) comes back
+    as bytes, which every column check refuses, so it spoils its row only. sqlite3's default
+    raises for the whole query instead."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
 def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (_sqlite_on_begin)
+    dbapi_connection.text_factory = _text_or_bytes
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any, *, timeout: float) -> None:
     # We emit BEGIN ourselves (see _sqlite_on_begin); sqlite3's own handling would not let a
     # writer take the write lock up front.
     dbapi_connection.isolation_level = None
+    dbapi_connection.text_factory = _text_or_bytes
     cursor = dbapi_connection.cursor()
     try:
         # WAL: readers never wait for a writer; NORMAL: fsync at checkpoints only, still safe

@@ -53,6 +53,13 @@ def validated_config(op: str, config: Any) -> dict[str, Any]:
     return validate_config(op, config).as_dict()
 
 
+def check_key(key: ProblemKey) -> None:
+    """ValueError/TypeError unless the key's dtype and bucket are ones the op's problems have."""
+    from ..gen.problem_keys import check_problem_key  # imports torch-free gen spaces only
+
+    check_problem_key(key.op, key.dtype, key.bucket_dict())
+
+
 def config_json(op: str, config: Any) -> str:
     return canonical_json(validated_config(op, config))
 

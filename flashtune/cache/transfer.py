@@ -1,7 +1,8 @@
 """Winners to and from JSON files, to carry tuning results between machines.
 
 Import trusts nothing: every row must have exactly the expected fields with the expected types,
-and its config must pass the op's variant space (``gen.validate_config``). One bad row rejects
+its dtype and bucket must be a key the op's problems can have (``gen.problem_keys``), and its
+config must pass the op's variant space (``gen.validate_config``). One bad row rejects
 the whole file with a message naming the row and the reason.
 """
 
@@ -15,7 +16,8 @@ from typing import Any, Iterable
 
 from .keys import DeviceInfo, ProblemKey
 from .models import SCHEMA_VERSION
-from .records import (Winner, check_family_hash, check_timing, check_trials, config_json, utc)
+from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
+                      utc)
 
 FORMAT = "flashtune-winners"
 _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
@@ -127,6 +129,7 @@ def row_values(row: Any) -> dict[str, Any]:
     if not isinstance(row["bucket"], dict):
         raise TypeError(f"bucket must be an object, got {type(row['bucket']).__name__}")
     key = ProblemKey.make(row["op"], row["dtype"], row["bucket"])
+    check_key(key)
     median, p20, p80 = check_timing(row["median_ms"], row["p20_ms"], row["p80_ms"])
     if type(row["flashtune_version"]) is not str or not row["flashtune_version"]:
         raise TypeError(f"flashtune_version must be a non-empty str, got {row['flashtune_version']!r}")

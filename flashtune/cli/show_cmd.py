@@ -81,7 +81,7 @@ def run(args) -> int:
             header.insert(0, "device")
         rows = []
         current = {}
-        for w in sorted(winners, key=lambda w: (w.device.name, w.key.op, w.key.dtype, w.key.bucket)):
+        for w in sorted(winners, key=_order):
             if w.key.op not in current:
                 current[w.key.op] = template_family_hash(w.key.op) if w.key.op in OPS else None
             bucket = dict(w.key.bucket)
@@ -96,6 +96,13 @@ def run(args) -> int:
             rows.append(row)
     _print_table(header, rows)
     return 0
+
+
+def _order(winner) -> tuple:
+    """Device, op, dtype, then bucket values; a value sorts among values of its own type, so
+    a database holding odd buckets (written through the Python API) still lists."""
+    bucket = tuple((name, type(value).__name__, value) for name, value in winner.key.bucket)
+    return (winner.device.name, winner.key.op, winner.key.dtype, bucket)
 
 
 def _bucket_text(bucket: dict) -> str:

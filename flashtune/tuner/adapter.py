@@ -90,9 +90,9 @@ class SoftmaxAdapter:
             y = fn(x, -1)  # a realistic y: the forward's own output in the dtype
             dy = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
             ref = softmax_backward_ref(y, dy, -1, log=spec.log)
-            aten = torch.ops.aten
-            backward = aten._log_softmax_backward_data if spec.log else aten._softmax_backward_data
-            peer = backward(dy, y, -1, dtype)
+            from ..dispatch.plans import aten_backward  # the runtime's own fallback
+
+            peer = aten_backward(spec.log)(dy, y, -1, dtype)
             args = (y, dy, torch.empty_like(y))
         gate = Gate(ref, peer, dtype)
         del peer

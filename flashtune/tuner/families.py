@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..gen import attention_space, softmax_space
+from ..gen.problem_keys import ATTENTION_DTYPES, SOFTMAX_DTYPES
 from .space import prune
-
-SOFTMAX_DTYPES = ("float16", "bfloat16", "float32")
-ATTENTION_DTYPES = ("float16", "bfloat16")
 
 
 class SoftmaxFamily:
