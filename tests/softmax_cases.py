@@ -45,6 +45,7 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
         if fwd and regime == "online":
             # leading columns held in registers (wider than some test rows, narrower than others)
             shapes += [dict(st, block=64, resident=256) for st in stats]
+        if regime == "online":
             # rows walked from 16-byte boundaries: whole vectors in chunks, the partial
             # vectors at both ends apart
             shapes += [dict(st, block=b, align=True) for b in (16, 64) for st in stats]

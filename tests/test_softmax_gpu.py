@@ -33,12 +33,14 @@ def _semantic(op, regime):
         shapes = [{"splits": s} for s in (16, 2, 32, 128, 256)]
     elif regime == "online":
         shapes = [{"block": b, "lane_stats": ls} for b in (256, 4096) for ls in (False, True)]
+        shapes += [{"block": b, "align": True, "lane_stats": ls} for b in (256, 4096)
+                   for ls in (False, True)]
+        if not fwd:  # the backward default's form for rows of odd width
+            shapes.append({"block": 16384, "align": True, "lane_stats": True})
         if fwd:
             shapes += [{"block": 1024, "max_pass": True}, {"block": 1024, "resident": 4096},
                        {"block": 1024, "resident": 4096, "lane_stats": True},
                        {"block": 1024, "resident": 8192, "max_pass": True}]
-            shapes += [{"block": b, "align": True, "lane_stats": ls} for b in (256, 4096)
-                       for ls in (False, True)]
             shapes.append({"block": 1024, "align": True, "max_pass": True})
             shapes += [{"block": b, "vector_stats": True} for b in (256, 16384)]
             shapes += [{"block": 1024, "resident": 4096, "vector_stats": True},

@@ -212,3 +212,44 @@ def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
                 module.launch(x, y)
                 torch.testing.assert_close(y.float(), ref_fn(x.double(), -1).float(), **tol,
                                            msg=lambda m: f"cols={cols} pad={pad} offset={offset}: {m}")
+
+
+
+@pytest.mark.parametrize("op", BACKWARD_OPS)
+@pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
+def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, device):
+    """The backward's aligned walk: every lead of y's rows, widths around a chunk, a base off a
+    16-byte boundary, and dy / dx rows that do not share y's lead (their loads and stores take
+    the unvectorized path) all give torch's dx."""
+    cfg = OPS[op].space.complete(dict(regime="online", block=16, num_warps=1, num_stages=2,
+                                         align=True, lane_stats=True))
+    log = OPS[op].log
+    tol = dict(rtol=4e-3, atol=8e-3) if dtype == torch.float16 else dict(rtol=1e-5, atol=1e-5)
+    module = load_variant(op, cfg)
+
+    def rows_of(cols, pad, offset, values):
+        stride = cols + pad
+        storage = torch.zeros(6 * stride + offset, dtype=dtype, device=device)
+        view = storage[offset:].as_strided((6, cols), (stride, 1))
+        view.copy_(values)
+        return view
+
+    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40):
+        x = torch.randn(6, cols, dtype=torch.float64) * 3
+        y64 = torch.log_softmax(x, -1) if log else torch.softmax(x, -1)
+        g64 = torch.randn(6, cols, dtype=torch.float64)
+        for (pad, offset), (dpad, doffset), (xpad, xoffset) in (
+                ((0, 0), (0, 0), (0, 0)), ((3, 0), (3, 0), (3, 0)), ((5, 3), (0, 0), (1, 0)),
+                ((0, 0), (1, 5), (0, 1))):
+            y = rows_of(cols, pad, offset, y64.to(dtype))
+            dy = rows_of(cols, dpad, doffset, g64.to(dtype))
+            dx = rows_of(cols, xpad, xoffset, torch.full((6, cols), float("nan"), dtype=torch.float64))
+            module.launch(y, dy, dx)
+            yd, gd = y.double(), dy.double()
+            if log:
+                want = gd - yd.exp() * gd.sum(-1, keepdim=True)
+            else:
+                want = yd * (gd - (gd * yd).sum(-1, keepdim=True))
+            torch.testing.assert_close(dx.double(), want, **tol,
+                                       msg=lambda m: f"cols={cols} y={pad, offset} dy={dpad, doffset} "
+                                                     f"dx={xpad, xoffset}: {m}")

@@ -101,6 +101,10 @@ _COMMON = (
 )
 
 _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
+_ALIGN = Param("align", bool, (False, True), False,
+               "online: walk each row from the 16-byte boundary at or before its start, so rows "
+               "of odd width load and store whole 16-byte vectors (the partial vectors at both "
+               "ends apart)")
 
 FORWARD_SPACE = VariantSpace(
     "softmax_fwd",
@@ -113,10 +117,7 @@ FORWARD_SPACE = VariantSpace(
               "loop statistics as a max-only pass then a sum pass (3 reads, no rescaling)"),
         Param("resident", int, (0, 256, 1024, 4096, 8192, 16384, 32768), 0,
               "online: leading columns held in registers across the passes (read once)"),
-        Param("align", bool, (False, True), False,
-              "online: walk each row from the 16-byte boundary at or before its start, so rows "
-              "of odd width load and store whole 16-byte vectors (the partial vectors at both "
-              "ends apart)"),
+        _ALIGN,
         Param("fused", bool, (False, True), False,
               "split: statistics, a wait for the row's other programs and the output in one "
               "launch, each program re-reading the segment it just read (from L2, mostly); "
@@ -129,8 +130,8 @@ FORWARD_SPACE = VariantSpace(
     _CONSTRAINTS,
 )
 BACKWARD_SPACE = VariantSpace(
-    "softmax_bwd", (Param("regime", str, BACKWARD_REGIMES, "row", _REGIME_DOC),) + _COMMON,
-    _CONSTRAINTS)
+    "softmax_bwd", (Param("regime", str, BACKWARD_REGIMES, "row", _REGIME_DOC),) + _COMMON
+    + (_ALIGN,), _CONSTRAINTS)
 
 
 @dataclass(frozen=True)
@@ -325,10 +326,10 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         raw["max_pass"] = False
         raw.setdefault("vector_stats", False)
         raw["resident"] = 0
-        # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
-        raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
         raw.setdefault("fused", False)
         raw.setdefault("programs_per_sm", 0)
+    # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
+    raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
     return op.space.validate(raw)
 
 
