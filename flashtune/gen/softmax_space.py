@@ -277,6 +277,15 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
             # ops, fp16 and fp32, 4096 x 50257, 1024 x 65536 and 2048 x 40000).
             raw = dict(regime="online", block=16384, rows_per_program=1, splits=1,
                        num_warps=32, num_stages=1, lane_stats=True, l2_hint=True)
+            if elem_bytes == 2 and not _rows_aligned(problem) and n_cols <= 65536:
+                # fp16/bf16 rows of odd width (the aligned walk, below) up to 65536 columns:
+                # chunks of 8192. Sixteenth session, log_softmax / softmax backward against
+                # torch's, fp16: H200 1000 x 33333 1.19x / 1.83x (0.97x / 1.51x with 16384),
+                # 2048 x 40001 1.34x / 1.99x (1.14x / 1.75x), 4096 x 50257 1.25x / 1.78x (1.11x
+                # / 1.71x); H100 1.27x / 1.89x, 1.33x / 1.97x, 1.25x / 1.76x (4096 x 50257
+                # softmax: 1.99x with 16384). Longer rows keep 16384 (512 x 100003: H200 1.20x
+                # against 1.10x, H100 1.27x against 1.11x).
+                raw["block"] = 8192
     else:
         # Few rows, long rows: aim for about 4 programs per SM.
         splits = 2
