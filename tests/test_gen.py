@@ -129,14 +129,19 @@ def test_pruned_enumeration_of_the_real_spaces():
 
     for space in (BACKWARD_SPACE, ATTENTION_SPACE):
         assert [dict(c) for c in space.exhaustive()] == _brute_force(space)
-    # The forward product is 211M configs, too many to filter one by one in CI. The check
-    # keeps every constraint's boundary: exp2 enters no constraint (checked on a sample), and
-    # the block sizes kept are the thresholds (16 and 32 for threads with work, 1024 x 64 rows
-    # for the row tile, 16384 chunks, 32768 coop segments, 65536 tiles): 50M configs.
-    blocks = (16, 32, 1024, 16384, 32768, 65536)
+    # The forward product is 211M configs, too many to filter one by one in CI (50M took four
+    # minutes). The check keeps every constraint's boundary and pins each knob to the values
+    # on both sides of it: exp2 enters no constraint (checked on a sample); blocks are the
+    # thresholds (16 and 32 for threads with work, 1024 x 64 rows for the row tile, 16384
+    # chunks, 32768 coop segments, 65536 tiles); rows 1 (pinned outside the row regime), 2
+    # and 64; splits 1, 2 (the splitting regimes' least) and 256; resident, programs_per_sm
+    # and stages: 0 or 1 against one other value (constraints only ask "is it set"); every
+    # warp count (threads with work compares it with block x rows). About 660K configs.
+    pins = {"exp2": (True,), "block": (16, 32, 1024, 16384, 32768, 65536),
+            "rows_per_program": (1, 2, 64), "splits": (1, 2, 256), "resident": (0, 32768),
+            "programs_per_sm": (0, 4), "num_stages": (1, 4)}
     pinned = VariantSpace(FORWARD_SPACE.name, tuple(
-        dataclasses.replace(p, exhaustive=(True,)) if p.name == "exp2"
-        else dataclasses.replace(p, exhaustive=blocks) if p.name == "block" else p
+        dataclasses.replace(p, exhaustive=pins[p.name]) if p.name in pins else p
         for p in FORWARD_SPACE.params), FORWARD_SPACE.constraints)
     pinned_configs = [dict(c) for c in pinned.exhaustive()]
     assert pinned_configs == _brute_force(pinned)
@@ -146,8 +151,9 @@ def test_pruned_enumeration_of_the_real_spaces():
         verdicts = [[c(dict(raw, exp2=e)) is None for c in FORWARD_SPACE.constraints]
                     for e in (False, True)]
         assert verdicts[0] == verdicts[1], raw
+    kept = {name: values for name, values in pins.items() if name != "exp2"}
     forward = {tuple(sorted(dict(c).items())) for c in FORWARD_SPACE.exhaustive()
-               if c["block"] in blocks}
+               if all(c[name] in values for name, values in kept.items())}
     assert forward == {tuple(sorted(dict(c, exp2=e).items()))
                        for c in pinned_configs for e in (False, True)}
 

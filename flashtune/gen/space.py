@@ -9,6 +9,7 @@ The renderer only ever sees the frozen ``Config`` it returns.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -200,6 +201,21 @@ class VariantSpace:
 
     def exhaustive(self) -> Iterator[Config]:
         """Every config of the space that meets the constraints, in itertools.product order.
+
+        The walk (``_walk``) runs once per space and process; its result is kept as one tuple
+        of values per config (the forward softmax space: 119K configs, about 20 MB, where
+        Config objects would take six times that), and every call builds Configs from it.
+        """
+        names = self.names
+        for values in self._valid_values:
+            yield Config(self.name, zip(names, values), _MAKE_TOKEN)
+
+    @functools.cached_property
+    def _valid_values(self) -> tuple[tuple[Any, ...], ...]:
+        return tuple(tuple(config[name] for name in self.names) for config in self._walk())
+
+    def _walk(self) -> Iterator[Config]:
+        """The configs of exhaustive(), found by a pruned walk of the product.
 
         The full product runs to millions of configs (softmax: 6.6M) of which a few percent
         are valid, so tunables are chosen one at a time and a branch is cut early when some
