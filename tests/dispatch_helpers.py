@@ -30,12 +30,11 @@ def fresh_db(tmp_path, monkeypatch):
 
 def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **extra) -> dict:
     cfg = dict(regime="row", block=block, rows_per_program=rows, splits=1, num_warps=warps,
-               num_stages=1, lane_stats=False, l2_hint=False)
+               num_stages=1, lane_stats=False, l2_hint=False, align=False)
     if fwd:
         cfg["exp2"] = False
         cfg["max_pass"] = False
         cfg["resident"] = 0
-        cfg["align"] = False
         cfg["fused"] = False
         cfg["programs_per_sm"] = 0
         cfg["vector_stats"] = False

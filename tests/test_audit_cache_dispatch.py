@@ -302,3 +302,41 @@ def test_dispatch_decisions_stay_bounded_under_ever_new_shapes(monkeypatch):
         x = torch.randn(rows, 8)
         torch.testing.assert_close(flashtune.softmax(x, -1), torch.softmax(x, -1))
     assert 0 < len(RUNTIME.dispatcher._choices) <= 10
+
+
+# -- winners of other template versions: ignored quietly, even where today's space refuses them --
+
+def test_winners_of_other_templates_are_ignored_without_a_warning(fresh_db):
+    # Defect: an upgrade that adds a tunable (the backward's align) left the old winners'
+    # configs without that key; the runtime read reported them as invalid rows ("edited
+    # outside flashtune?") although the dispatcher ignores other templates' winners anyway.
+    old_config = row_config(64, fwd=False)
+    del old_config["align"]  # the backward space before it had the knob
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    conn = sqlite3.connect(fresh_db)
+    with conn:
+        columns = ("device_name, capability, sm_count, triton_version, family_hash, op, dtype, "
+                   "bucket, config, median_ms, p20_ms, p80_ms, trials, flashtune_version, tuned_at")
+        conn.execute(f"INSERT INTO ft_v1_winners ({columns}) SELECT device_name, capability, "
+                     "sm_count, triton_version, ?, 'softmax_backward', dtype, bucket, ?, "
+                     "median_ms, p20_ms, p80_ms, trials, flashtune_version, tuned_at "
+                     "FROM ft_v1_winners", ("0" * 64, json.dumps(old_config)))
+        assert conn.execute("SELECT count(*) FROM ft_v1_winners").fetchone() == (2,)
+    conn.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dispatch.choice("softmax", (8, 64), "float32", DEVICE).how == "exact"
+        assert dispatch.choice("softmax_backward", (8, 64), "float32", DEVICE).how == "default"
+    assert _ours(caught) == []
+    # the same row tampered under today's family hash is still reported
+    conn = sqlite3.connect(fresh_db)
+    with conn:
+        conn.execute("UPDATE ft_v1_winners SET family_hash = ? WHERE op = 'softmax_backward'",
+                     (flashtune.gen.template_family_hash("softmax_backward"),))
+    conn.close()
+    dispatch.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dispatch.choice("softmax_backward", (8, 64), "float32", DEVICE).how == "default"
+    said = _ours(caught)
+    assert len(said) == 1 and "missing keys ['align']" in said[0], said

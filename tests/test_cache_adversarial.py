@@ -30,10 +30,10 @@ from test_cache_support import DEV, FAMILY, KEY, key_for, row_config  # noqa: F4
 DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
 
 
-def _store(url, *keys, device=DEV):
+def _store(url, *keys, device=DEV, family=FAMILY):
     with TuneDB(url) as db:
         for key in keys or (KEY,):
-            db.upsert_winner(device, FAMILY, key, row_config(), median_ms=1.0, p20_ms=1.0,
+            db.upsert_winner(device, family, key, row_config(), median_ms=1.0, p20_ms=1.0,
                              p80_ms=1.0, trials=1)
 
 
@@ -347,8 +347,11 @@ def test_model_runs_on_a_corrupt_cache_with_one_warning(tmp_path, monkeypatch):
     from flashtune.dispatch import reset
 
     path = tmp_path / "tuned.sqlite"
-    # a row of the device the model runs on: the runtime reads only those
-    _store(f"sqlite:///{path}", key_for(64), device=DeviceInfo.current(torch.device("cpu")))
+    # a row of the device the model runs on and of today's templates: the runtime reads only those
+    from flashtune.gen import template_family_hash
+
+    _store(f"sqlite:///{path}", key_for(64), device=DeviceInfo.current(torch.device("cpu")),
+           family=template_family_hash("softmax"))
     _set_config(path, 64, DEEP_JSON)
     monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{path}")
     reset()

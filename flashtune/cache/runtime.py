@@ -8,7 +8,9 @@ and the dispatcher falls back to its heuristic defaults.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
+
+from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, display, explain, make_engine, reading, resolve_url,
@@ -24,10 +26,16 @@ RUNTIME_TIMEOUT_S = 2.0
 _FALLBACK = "flashtune uses its default kernels"
 
 
-def read_runtime_winners(device: DeviceInfo, url: Any = None) -> list[Winner]:
-    """Every valid winner of ``device``; [] with one warning on any trouble."""
+def read_runtime_winners(device: DeviceInfo, url: Any = None, *,
+                         families: Mapping[str, str] | None = None) -> list[Winner]:
+    """Every valid winner of ``device``; [] with one warning on any trouble.
+
+    ``families`` (op -> today's template family hash): read only winners of those ops and
+    families. The rest were tuned on other templates (an older or newer flashtune, which a
+    shared database may hold): the dispatcher would ignore them, and their configs may not
+    even fit today's spaces, which must not read as damaged rows."""
     try:
-        return _read(device, url)
+        return _read(device, url, families)
     except Exception as err:  # noqa: BLE001 - the user's model must never fail because of us
         where = _where(url)
         warn_once(where, "error", f"flashtune winner database {where} could not be read "
@@ -35,7 +43,7 @@ def read_runtime_winners(device: DeviceInfo, url: Any = None) -> list[Winner]:
         return []
 
 
-def _read(device: DeviceInfo, url: Any) -> list[Winner]:
+def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> list[Winner]:
     if not isinstance(device, DeviceInfo):
         raise TypeError(f"device must be a DeviceInfo, got {type(device).__name__}")
     resolved = resolve_url(url)
@@ -53,7 +61,11 @@ def _read(device: DeviceInfo, url: Any) -> list[Winner]:
         table = WinnerRow.__table__
         with reading(engine) as conn:
             others = prepare(conn, create=False)
-            rows = conn.execute(select_rows(table).where(*device_filter(table, device))
+            conditions = device_filter(table, device)
+            if families is not None:
+                conditions.append(or_(false(), *(and_(table.c.op == op, table.c.family_hash == family)
+                                            for op, family in sorted(families.items()))))
+            rows = conn.execute(select_rows(table).where(*conditions)
                                 .order_by(*table.primary_key)).all()
     except SchemaProblem as err:
         warn_once(where, "schema", f"flashtune winner database {where}: {err}; {_FALLBACK}")

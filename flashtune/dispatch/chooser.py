@@ -91,7 +91,11 @@ def _read_winners(device: torch.device) -> tuple[Any, list]:
         warnings.warn(f"flashtune: cannot identify device {device} ({err}); using default "
                       "configs", DispatchWarning, stacklevel=4)
         return None, []
-    return info, read_runtime_winners(info)  # warns itself (once) and returns [] on trouble
+    # Only today's templates' winners: the table would drop the others anyway.
+    from ..gen import OPS, template_family_hash
+
+    families = {op: template_family_hash(op) for op in OPS}
+    return info, read_runtime_winners(info, families=families)  # warns once, [] on trouble
 
 
 def _memo_key(op: str, index: int, problem: Any) -> tuple:
