@@ -25,7 +25,7 @@ def tuning_history(db_url: Any = None, limit: int = 4) -> dict:
         from ..cache import TuneDB
 
         device = current_device_info()
-        with TuneDB(db_url) as db:
+        with TuneDB(db_url, read_only=True) as db:
             winners = sorted(db.winners(device), key=lambda w: (-w.trials, w.key.op, w.key.dtype,
                                                                 w.key.bucket_json()))
             for w in winners[:limit]:

@@ -15,8 +15,8 @@ from sqlalchemy import Table, and_, delete, func, inspect, or_, select, type_coe
 from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
-from .engine import (CACHE_FAILURES, display, explain, lock_schema, make_engine, reading,
-                     resolve_url, sqlite_file, writing)
+from .engine import (CACHE_FAILURES, display, explain, foreign_tables, lock_schema, make_engine,
+                     reading, resolve_url, sqlite_file, writing)
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
@@ -47,7 +47,16 @@ class TuneDB:
         if path is not None and read_only and not path.is_file():
             raise CacheError(f"no winner database at {path}"
                              + (" (a folder)" if path.is_dir() else "") + " (run `flashtune tune` first)")
+        if not read_only and path is None and self._url.get_backend_name() == "sqlite":
+            raise ValueError("url: an in-memory SQLite database is gone when the process ends, "
+                             "and the tuned winners with it; give a file path")
         if path is not None and not read_only:
+            others = foreign_tables(path)
+            if others:
+                raise CacheError(f"{path} is another program's SQLite database (tables "
+                                 f"{', '.join(others[:5])}{', ...' if len(others) > 5 else ''}; "
+                                 "no flashtune tables): flashtune does not write into it. Give "
+                                 "another file.")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as err:

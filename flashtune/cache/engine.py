@@ -114,6 +114,31 @@ def _sqlite_engine(url: URL, timeout: float, read_only: bool) -> Engine:
     return engine
 
 
+def foreign_tables(path: Path) -> list[str]:
+    """The tables of an existing SQLite file that holds tables but none of flashtune's (of any
+    schema version): another program's database. [] otherwise, and for anything unreadable
+    (the writer's own open then says what is wrong). Looked at read-only, before a writer's
+    first connection switches the file to WAL."""
+    from .models import VERSIONED_TABLE
+
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return []
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, timeout=1.0)
+    except (OSError, sqlite3.Error):
+        return []
+    try:
+        names = [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    if any(VERSIONED_TABLE.match(name) for name in names):
+        return []
+    return sorted(names)
+
+
 def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
     """A connection that can never change the file (SQLite's mode=ro)."""
     uri = path.absolute().as_uri() + "?mode=ro"  # percent-encoded: any file name is safe

@@ -89,6 +89,12 @@ def run(args) -> int:
             picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
         print(f"# dispatch: {picked.describe()}", file=sys.stderr)
         config = picked.config.as_dict()
+        regime = getattr(args, "regime", None)
+        if regime is not None and regime != config.get("regime"):
+            # the picked config's other knobs belong to its own regime (e.g. rows per program)
+            print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
+                  "from the space's plain defaults instead", file=sys.stderr)
+            config = {param.name: param.default for param in spec.space.params}
     elif getattr(args, "regime", None) is None or spec.family != "softmax":
         config = family.default_config(spec, problem).as_dict()
     else:  # another regime: start from the plain defaults, not the shape's heuristic

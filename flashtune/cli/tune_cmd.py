@@ -51,6 +51,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**63:  # torch.Generator.manual_seed takes a 64-bit value
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {text!r}")
+    return value
+
+
 def register(sub) -> None:
     p = sub.add_parser("tune", help="tune kernels for this GPU and store the winners",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,7 +89,7 @@ def register(sub) -> None:
                      help="stop a problem after this many trials without a gain (default 12)")
     how.add_argument("--grid-limit", type=_positive_int, default=None,
                      help="grid mode: measure a deterministic subsample of this size")
-    how.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
+    how.add_argument("--seed", type=_seed, default=0, help="sampler and input seed (default 0)")
     how.add_argument("--top-k", type=_positive_int, default=None, help="finalists re-timed (default 4)")
     how.add_argument("--batch", type=_positive_int, default=None,
                      help="proposals compiled in parallel per round (default on a GPU: 4 softmax, "
@@ -146,14 +153,36 @@ def _options(args, interpret: bool):
 
 
 def _check_journal(journal: str | None) -> None:
-    """Say a bad --journal path before minutes of work, not when the first study opens."""
-    if journal is None or "://" in journal:
+    """Say a bad --journal path or URL before minutes of work, not when the first study opens."""
+    if journal is None:
+        return
+    if not journal.strip():
+        raise ValueError("--journal: empty; give a journal file path or a database URL")
+    if "://" in journal:
+        _check_journal_url(journal)
         return
     path = Path(journal).expanduser()
     if not path.parent.is_dir():
         raise ValueError(f"--journal: folder {path.parent} does not exist")
     if path.is_dir():
         raise ValueError(f"--journal: {journal} is a folder; give a journal file path")
+
+
+def _check_journal_url(url: str) -> None:
+    """Open Optuna's RDB storage once (it creates its tables): a wrong driver, an unreachable
+    server or a folder that does not exist is one line now."""
+    from ..tuner.storage import make_storage
+
+    try:
+        import optuna
+
+        optuna.storages.RDBStorage(make_storage(url))
+    except ImportError as err:
+        raise ValueError(f"--journal {url}: its database driver is not installed ({err})") from None
+    except Exception as err:  # noqa: BLE001 - sqlalchemy's and optuna's errors alike
+        text = str(getattr(err, "orig", None) or err).strip().splitlines()
+        raise ValueError(f"--journal {url}: cannot open it as an Optuna storage "
+                         f"({type(err).__name__}: {text[0] if text else ''})") from None
 
 
 def run(args) -> int:
@@ -168,9 +197,10 @@ def run(args) -> int:
     if args.problem:
         problems = [P.parse_problem(text) for text in args.problem]
     else:
-        dtypes = P.parse_dtypes(args.dtypes) if args.dtypes else (
+        # `is not None`: an empty --ops or --dtypes is a mistake to report, not "the default set"
+        dtypes = P.parse_dtypes(args.dtypes) if args.dtypes is not None else (
             P.INTERPRET_DTYPES if interpret else P.DTYPES)
-        ops = args.ops or ("softmax" if interpret else "softmax,attention_fwd")
+        ops = args.ops if args.ops is not None else ("softmax" if interpret else "softmax,attention_fwd")
         problems = P.default_problems(P.parse_ops(ops), dtypes, interpret=interpret)
         if not problems:
             print(f"flashtune tune: no problems: the ops {ops} take none of the dtypes "
@@ -186,7 +216,7 @@ def run(args) -> int:
         print(f"flashtune tune: {err}", file=sys.stderr)
         return 1
     from ..cache import TuneDB
-    from ..tuner.session import TuneInterrupted, run_session
+    from ..tuner.session import TuneInterrupted, first_line, run_session
 
     db = TuneDB(args.db)
     try:
@@ -201,7 +231,7 @@ def run(args) -> int:
           f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.url}"
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
     for p in failed:
-        print(f"flashtune tune: no winner for {p.label}: {p.error}", file=sys.stderr)
+        print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
     return 1 if failed else 0
 
 

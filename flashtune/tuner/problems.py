@@ -111,9 +111,12 @@ def parse_problem(text: str) -> TuneProblem:
 
 
 def _comma_list(text: str, option: str, noun: str, known) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    """The names of a comma list, each once, in the order given."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise ValueError(f"{option}: empty; expected a comma list of {known}")
     unknown = [n for n in names if n not in known]
-    if unknown or not names:
+    if unknown:
         raise ValueError(f"{option}: unknown {noun}(s) {unknown}; expected a comma list of {known}")
     return names
 

@@ -230,7 +230,14 @@ def _replace(opts: TuneOptions, **changes) -> TuneOptions:
 
 def _summary(r: ProblemResult) -> str:
     if r.winner is None:
-        return f"{r.label}: no winner ({r.error})"
+        return f"{r.label}: no winner ({first_line(r.error)})"
     fails = len(r.failed)
     return (f"{r.label}: {r.winner_ms.median_ms:.4f} ms with {r.winner} "
             f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, {r.wall_s:.1f} s)")
+
+
+def first_line(error: str | None) -> str:
+    """What a user reads of an error: its first line (a worker's traceback stays in the trial
+    rows and FLASHTUNE_LOG)."""
+    lines = (error or "").strip().splitlines()
+    return lines[0] if lines else "failed"

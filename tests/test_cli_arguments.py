@@ -1,0 +1,96 @@
+"""CLI argument mistakes found by an audit: each is one ``flashtune CMD: error:`` line and a
+nonzero exit before any work starts, and nothing is written where nothing can be kept."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from cli_helpers import run_cli
+from flashtune.cli import main
+from flashtune.tuner.session import first_line
+
+
+def _one_line_error(rc: int, err: str, command: str, *needles: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"flashtune {command}: error: "), err
+    assert all(n in lines[0] for n in needles), err
+
+
+@pytest.mark.parametrize("option", ["--ops", "--dtypes"])
+def test_tune_refuses_an_empty_list_instead_of_tuning_the_default_set(tmp_path, capsys, option):
+    # Defect: `--ops ''` was taken as "not given", and the whole default set was tuned (about
+    # an hour on a GPU).
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", option, "", "--db", str(db))
+    _one_line_error(rc, err, "tune", option, "empty")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("journal, needle", [
+    ("foo://bar", "cannot open it as an Optuna storage"),
+    ("sqlite:////no/such/folder/j.db", "cannot open it as an Optuna storage"),
+    ("", "empty"),
+])
+def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
+    # Defect: a URL was passed to Optuna unchecked; a bad one ended in a SQLAlchemy traceback
+    # when the first study opened.
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", journal, "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", needle)
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
+def test_tune_seed_must_fit_a_generator(capsys, seed):
+    # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--interpret", "--seed", seed])
+    assert stop.value.code == 2
+    assert "--seed" in capsys.readouterr().err
+
+
+def test_a_failed_problem_is_summed_up_in_one_line():
+    error = "WorkerError: could not set up: RuntimeError: no memory\nTraceback (most recent...)\n  x"
+    assert first_line(error) == "WorkerError: could not set up: RuntimeError: no memory"
+    assert first_line("") == first_line(None) == "failed"
+
+
+def test_source_dispatch_with_another_regime_starts_from_plain_defaults(capsys, tmp_path,
+                                                                       monkeypatch):
+    # Defect: the dispatched row config kept rows_per_program > 1 under --regime online, and
+    # the command failed with "rows_per_program must be 1 outside the row regime".
+    monkeypatch.setenv("FLASHTUNE_DB", str(tmp_path / "none.sqlite"))
+    rc, out, err = run_cli(capsys, "source", "softmax", "--shape", "4x100", "--regime", "online",
+                           "--dispatch")
+    assert rc == 0, err
+    assert "regime           = online" in out and "differs from the picked" in err
+
+
+@pytest.mark.parametrize("db", ["sqlite://", "sqlite:///:memory:"])
+def test_import_refuses_an_in_memory_database(tmp_path, capsys, db):
+    # Defect: `import --db sqlite://` said "imported 8 winner(s)" and kept nothing.
+    source = tmp_path / "w.json"
+    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    rc, _, err = run_cli(capsys, "import", str(source), "--db", db)
+    _one_line_error(rc, err, "import", "in-memory")
+
+
+def test_writers_leave_another_programs_sqlite_file_alone(tmp_path, capsys):
+    # Defect: import (and tune) created flashtune's tables in another program's SQLite file and
+    # switched it to WAL; show, export and clear already refused it.
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.close()
+    before = path.read_bytes()
+    source = tmp_path / "w.json"
+    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    rc, _, err = run_cli(capsys, "import", str(source), "--db", str(path))
+    _one_line_error(rc, err, "import", "another program's SQLite database", "users")
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--db", str(path))
+    _one_line_error(rc, err, "tune", "another program's SQLite database")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "w.json"]
