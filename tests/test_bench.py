@@ -224,3 +224,84 @@ def test_report_rejects_other_json(tmp_path):
     bad.write_text("{not json")
     rc, _, err = _cli("report", str(bad))
     assert rc == 2 and "not JSON" in err
+
+
+def _tamper(row_path, value):
+    """A function setting result[row_path...] = value (a path of keys and indexes)."""
+    def apply(result):
+        target = result
+        for key in row_path[:-1]:
+            target = target[key]
+        target[row_path[-1]] = value
+    return apply
+
+
+@pytest.mark.parametrize("change, needle", [
+    (_tamper(["softmax", 0, "gbs"], 10**400), "'gbs' must be int/float, got a huge integer"),
+    (_tamper(["meta", "wall_s"], 10**400), "'wall_s' must be int/float or absent"),
+    (_tamper(["softmax", 0, "cols"], 0), "'cols' must be >= 1"),
+    (_tamper(["attention", 0, "N"], -5), "'N' must be >= 1"),
+    (_tamper(["softmax", 0, "error"], ["a"]), "'error' must be str or absent"),
+    (_tamper(["softmax", 0, "causal"], [1]), "'causal' must be bool or absent"),
+    (_tamper(["softmax", 0, "check", "detail"], {"a": 1}), "'detail' must be str or absent"),
+    (_tamper(["softmax", 0, "check", "ok"], "no"), "'ok' must be bool or absent"),
+    (_tamper(["softmax", 0, "dispatch"], {"how": "exact", "config": ["regime"]}),
+     "'config' must be dict or absent"),
+    (_tamper(["softmax", 0, "dispatch"], {"how": 5}), "'how' must be str or absent"),
+    (_tamper(["tuning", "problems", 0, "bucket"], {"rows_bucket": 8}),
+     "needs both rows_bucket and cols_bucket"),
+])
+def test_report_names_a_tampered_value_instead_of_a_traceback(bench_run, tmp_path, change, needle):
+    # Defects: these passed the checks and then failed inside the renderers (OverflowError,
+    # AttributeError, KeyError tracebacks, or a one-line "unhashable type: 'list'").
+    _, result, _ = bench_run
+    bad = json.loads(json.dumps(result))
+    change(bad)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "bad.json" in lines[0] and needle in lines[0], err
+    assert len(lines[0]) < 400
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_renders_values_a_log_axis_cannot_show(bench_run, tmp_path):
+    # Defect: every GB/s NaN stopped the report with matplotlib's "Data cannot be log-scaled".
+    _, result, _ = bench_run
+    odd = json.loads(json.dumps(result))
+    for row in odd["softmax"]:
+        if row["status"] == "ok":
+            row["gbs"] = float("nan")
+    odd["copy"]["gbs"] = float("inf")
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(odd))
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    assert (tmp_path / "out" / "plot_softmax.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("text, needle", [("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                                          ("1" * 5000, "not JSON")])
+def test_report_refuses_json_python_cannot_hold(tmp_path, text, needle):
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    rc, _, err = _cli("report", str(path))
+    assert rc == 2 and needle in err and "Traceback" not in err
+
+
+def test_report_into_a_used_folder_leaves_no_plot_of_the_earlier_run(bench_run, tmp_path):
+    # Defect: a softmax-only result rendered into a folder of a full run kept the old
+    # plot_attention_*.png next to a report without attention.
+    out_dir, result, _ = bench_run
+    target = tmp_path / "out"
+    rc, _, err = _cli("report", str(out_dir / JSON_NAME), "--out", str(target))
+    assert rc == 0 and (target / "plot_attention_float16.png").exists(), err
+    (target / "notes.txt").write_text("mine")
+    softmax_only = dict(json.loads(json.dumps(result)), attention=[])
+    path = tmp_path / "softmax_only.json"
+    path.write_text(json.dumps(softmax_only))
+    rc, _, err = _cli("report", str(path), "--out", str(target))
+    assert rc == 0, err
+    assert not list(target.glob("plot_attention_*.png"))
+    assert (target / "plot_softmax.png").exists() and (target / "notes.txt").read_text() == "mine"

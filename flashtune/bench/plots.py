@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 from .peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
@@ -30,8 +32,15 @@ def _ok(row):
 
 
 def _series(cases, impl, xkey, ykey):
-    pts = sorted((c[impl][xkey], c[impl][ykey]) for c in cases if _ok(c.get(impl)))
+    """The impl's (x, y) points, sorted; points a log axis cannot show (a NaN, an infinity or
+    a value <= 0, from a damaged result file) are left out, the table still lists them."""
+    pts = sorted((c[impl][xkey], c[impl][ykey]) for c in cases if _ok(c.get(impl))
+                 and _plottable(c[impl][xkey]) and _plottable(c[impl][ykey]))
     return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _plottable(value) -> bool:
+    return math.isfinite(value) and value > 0
 
 
 def _empty(ax, text):
@@ -62,14 +71,15 @@ def plot_softmax(result, path: Path) -> Path:
                 drawn += 1
         if not drawn:
             _empty(ax, "no successful runs")
-        if copy:
+        if copy is not None and _plottable(copy):
             ax.axhline(copy, color="gray", linestyle="--", label=f"copy {copy:.3g} GB/s")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("columns (rows vary: see table)")
         ax.set_ylabel("GB/s")
         ax.set_title(dtype)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # nothing drawn, no copy line: no legend
+            ax.legend(fontsize=8)
     _title(fig, result, "softmax forward")
     return _save(fig, path)
 

@@ -23,7 +23,9 @@ def load_result(path: Any) -> dict:
     path = Path(path)
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except RecursionError:
+        raise ValueError(f"{path}: not a bench result (JSON nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError, or an integer too long
         raise ValueError(f"{path}: not JSON ({err})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not a flashtune bench result (expected schema {SCHEMA!r})")

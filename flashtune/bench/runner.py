@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,9 +215,21 @@ def render(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
     except ImportError as err:
         log(f"no plots ({err}): pip install 'flashtune[bench]' for matplotlib")
         plots = []
+    _remove_stale_plots(out, {p.name for p in plots})
     md_path = out / MARKDOWN_NAME
     md_path.write_text(markdown(result, [p.name for p in plots]))
     return [md_path, *plots]
+
+
+# The plot files a render writes (plots.write_plots); one of them left from an earlier run into
+# the same folder would sit next to a report that does not show it.
+_PLOT_FILES = re.compile(r"^plot_(softmax|tuning|overhead|attention_\w+)\.png$")
+
+
+def _remove_stale_plots(out: Path, written: set[str]) -> None:
+    for path in out.iterdir():
+        if _PLOT_FILES.match(path.name) and path.name not in written and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def interpret_env() -> None:

@@ -23,6 +23,8 @@ ROW_KEYS: dict[str, dict[str, tuple]] = {
 # Keys of a timed row ("ok"), by section.
 OK_KEYS = {"softmax": {"ms": _NUMBER, "gbs": _NUMBER}, "backward": {"ms": _NUMBER, "gbs": _NUMBER},
            "attention": {"ms": _NUMBER, "tflops": _NUMBER}}
+# Sizes the plots put on log axes and the tables divide by.
+SIZE_KEYS = {"cols", "B", "H", "N", "D"}
 OVERHEAD_KEYS = {"shape": (list,), "dtype": (str,), "iters": (int,), "repeats": (int,),
                  "choice": (str,), "summary": (str,), "results": (list,)}
 
@@ -33,7 +35,20 @@ class ResultError(ValueError):
 
 def _is(value: Any, kinds: tuple) -> bool:
     # bool is an int subclass: a number field holding true/false is a damaged file.
-    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+    if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+        return False
+    if float in kinds and isinstance(value, int):
+        try:  # the renderers compute in floats: 10**400 cannot be one
+            float(value)
+        except OverflowError:
+            return False
+    return True
+
+
+def _show(value: Any) -> str:
+    """A value for a message: its repr, cut short (a tampered file may hold 10**400)."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 256 else "a huge integer"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _kinds(kinds: tuple) -> str:
@@ -45,7 +60,7 @@ def _need(mapping: dict, keys: dict[str, tuple], where: str) -> None:
         if key not in mapping:
             raise ResultError(f"{where}: missing key {key!r}")
         if not _is(mapping[key], kinds):
-            raise ResultError(f"{where}: {key!r} must be {_kinds(kinds)}, got {mapping[key]!r}")
+            raise ResultError(f"{where}: {key!r} must be {_kinds(kinds)}, got {_show(mapping[key])}")
 
 
 def _optional(mapping: dict, key: str, kinds: tuple, where: str, null_ok: bool = True) -> None:
@@ -55,7 +70,7 @@ def _optional(mapping: dict, key: str, kinds: tuple, where: str, null_ok: bool =
         return
     if not _is(mapping[key], kinds):
         raise ResultError(f"{where}: {key!r} must be {_kinds(kinds)} or absent, "
-                          f"got {mapping[key]!r}")
+                          f"got {_show(mapping[key])}")
 
 
 def check_rows(section: str, rows: list) -> None:
@@ -65,13 +80,25 @@ def check_rows(section: str, rows: list) -> None:
             raise ResultError(f"{where}: must be an object, got {type(row).__name__}")
         _need(row, ROW_KEYS[section], where)
         where += f" ({row['impl']} {row['shape']} {row['dtype']})"
+        for key in SIZE_KEYS & set(ROW_KEYS[section]):
+            if row[key] < 1:
+                raise ResultError(f"{where}: {key!r} must be >= 1, got {_show(row[key])}")
         if row["status"] == "ok":
             _need(row, OK_KEYS[section], where)
         for key in ("check", "speedup", "dispatch"):
             _optional(row, key, (dict,), where, null_ok=False)
+        _optional(row, "error", (str,), where)
+        _optional(row, "causal", (bool,), where)
+        check = row.get("check") or {}
+        _optional(check, "ok", (bool,), f"{where} check", null_ok=False)
+        _optional(check, "detail", (str,), f"{where} check")
+        dispatch = row.get("dispatch") or {}
+        _optional(dispatch, "how", (str,), f"{where} dispatch", null_ok=False)
+        _optional(dispatch, "config", (dict,), f"{where} dispatch")
+        _optional(dispatch, "error", (str,), f"{where} dispatch")
         for peer, value in (row.get("speedup") or {}).items():
             if value is not None and not _is(value, _NUMBER):
-                raise ResultError(f"{where}: speedup[{peer!r}] must be a number, got {value!r}")
+                raise ResultError(f"{where}: speedup[{peer!r}] must be a number, got {_show(value)}")
         for key in ("mib", "frac_copy"):
             _optional(row, key, _NUMBER, where)
 
@@ -102,6 +129,11 @@ def check_extras(data: dict) -> None:
             raise ResultError(f"{where}: must be an object")
         _need(p, {"op": (str,), "dtype": (str,), "bucket": (dict,), "trials": (list,)}, where)
         _optional(p, "winner_ms", _NUMBER, where)
+        bucket = p["bucket"]
+        if not all(_is(v, (int, str, bool)) for v in bucket.values()):
+            raise ResultError(f"{where}: bucket values must be numbers, text or flags, got {_show(bucket)}")
+        if ("rows_bucket" in bucket) != ("cols_bucket" in bucket):
+            raise ResultError(f"{where}: bucket needs both rows_bucket and cols_bucket, got {_show(bucket)}")
         for j, t in enumerate(p["trials"]):
             if not isinstance(t, dict):
                 raise ResultError(f"{where} trial {j}: must be an object")
