@@ -93,6 +93,21 @@ def test_row_per_program_winners_do_not_serve_too_few_rows(fresh_db):
     assert dispatch.choice("softmax", (64, 3000), "float32", DEVICE).how == "nearest"
 
 
+def test_winners_serve_only_widths_their_tiles_suit(fresh_db):
+    # A row winner's tile is its rows' width: 8192 x 4096's (block 4096, a row per program)
+    # served 65536 x 128 as "nearest" on an H100 at 0.17x the default. Chunk loops longer
+    # than the row are refused too; equal widths and wider rows for chunks still transfer.
+    seed(fresh_db, "log_softmax_backward", "float16", (8192, 4096),
+         row_config(4096, warps=8, fwd=False))
+    online = dict(row_config(8192, warps=8), regime="online", num_stages=2)
+    seed(fresh_db, "softmax", "float32", (1024, 65536), online)
+    assert dispatch.choice("log_softmax_backward", (65536, 128), "float16", DEVICE).how == "default"
+    picked = dispatch.choice("log_softmax_backward", (16384, 3000), "float16", DEVICE)
+    assert picked.how == "nearest" and picked.config["block"] == 4096
+    assert dispatch.choice("softmax", (2048, 3000), "float32", DEVICE).how == "default"
+    assert dispatch.choice("softmax", (2048, 5000), "float32", DEVICE).how == "nearest"
+
+
 def test_default_when_nothing_fits(fresh_db):
     seed(fresh_db, "softmax", "float16", (8, 64), row_config(64))  # other dtype
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64),

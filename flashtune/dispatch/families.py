@@ -46,7 +46,7 @@ _FILLING_ROWS = 256
 
 
 def _softmax_transfers(config, wanted: dict, tuned: dict) -> bool:
-    """Whether a winner tuned for one rows bucket may serve another.
+    """Whether a winner tuned for one bucket may serve another.
 
     A split or coop winner chose its splits for its own row count: rows x splits programs fill
     the GPU for that count only (a coop winner of 1024 rows measured 0.62x the heuristic
@@ -55,7 +55,21 @@ def _softmax_transfers(config, wanted: dict, tuned: dict) -> bool:
     a bucket whose rows do not: there the default splits rows instead."""
     if config["regime"] in softmax_space.SPLITTING_REGIMES:
         return wanted["rows_bucket"] == tuned["rows_bucket"]
+    if not _tile_suits_width(config, wanted["cols_bucket"]):
+        return False
     return wanted["rows_bucket"] >= min(tuned["rows_bucket"], _FILLING_ROWS)
+
+
+def _tile_suits_width(config, cols_bucket: int) -> bool:
+    """A row-regime tile is sized to its rows (the tuner offers only the row's next power of
+    two), and a chunk longer than the row masks most of its lanes: either one tuned for wider
+    rows serves narrower ones badly. H100, sixteenth session: log_softmax backward 65536 x 128
+    fp16 took 8192 x 4096's row winner (block 4096, one row per program) as "nearest" and ran
+    136 us against 23 us for its default."""
+    width = max(16, cols_bucket)  # the smallest tile the space has
+    if config["regime"] == "row":
+        return config["block"] == width
+    return config["block"] <= width
 
 
 SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
