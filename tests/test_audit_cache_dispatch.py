@@ -340,3 +340,33 @@ def test_winners_of_other_templates_are_ignored_without_a_warning(fresh_db):
         assert dispatch.choice("softmax_backward", (8, 64), "float32", DEVICE).how == "default"
     said = _ours(caught)
     assert len(said) == 1 and "missing keys ['align']" in said[0], said
+
+
+def test_show_says_why_old_winners_are_skipped(fresh_db, capsys):
+    # After an upgrade that added a tunable, `flashtune show` called the old rows "edited
+    # outside flashtune?"; they come from other templates, and it now says so.
+    from flashtune.cache import TuneDB
+
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    conn = sqlite3.connect(fresh_db)
+    with conn:
+        conn.execute("UPDATE ft_v1_winners SET family_hash = ?, config = ?",
+                     ("0" * 64, json.dumps({"regime": "row"})))
+    conn.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(fresh_db, read_only=True) as db:
+            assert db.winners() == []
+    said = _ours(caught)
+    assert len(said) == 1 and "tuned on other templates" in said[0], said
+    conn = sqlite3.connect(fresh_db)
+    with conn:
+        conn.execute("UPDATE ft_v1_winners SET family_hash = ?",
+                     (flashtune.gen.template_family_hash("softmax"),))
+    conn.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(fresh_db, read_only=True) as db:
+            assert db.winners() == []
+    said = _ours(caught)
+    assert len(said) == 1 and "edited outside flashtune?" in said[0], said

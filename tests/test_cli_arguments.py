@@ -94,3 +94,23 @@ def test_writers_leave_another_programs_sqlite_file_alone(tmp_path, capsys):
     _one_line_error(rc, err, "tune", "another program's SQLite database")
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "w.json"]
+
+
+def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
+    # Defect: only the source database itself was protected; `export other.sqlite` replaced
+    # any other SQLite file (another tuned database, another program's) with JSON.
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.close()
+    before = other.read_bytes()
+    source = tmp_path / "w.json"
+    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    db = tmp_path / "tuned.sqlite"
+    rc, _, err = run_cli(capsys, "import", str(source), "--db", str(db))
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "export", str(other), "--db", str(db))
+    _one_line_error(rc, err, "export", "is an SQLite database")
+    assert other.read_bytes() == before
+    rc, _, err = run_cli(capsys, "export", str(tmp_path / "out.json"), "--db", str(db))
+    assert rc == 0, err

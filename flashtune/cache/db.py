@@ -192,10 +192,13 @@ class TuneDB:
     def _read(self, table: Table, where: list, convert: Callable, what: str) -> list:
         with self._guard(f"reading {what}s"), reading(self._engine) as conn:
             rows = conn.execute(select_rows(table).where(*where).order_by(*table.primary_key)).all()
-        good, bad = convert_rows(rows, convert)
+        failed: list = []
+        good, bad = convert_rows(rows, convert, failed)
         if bad:
-            message = (f"{self._where}: skipped {len(bad)} invalid {what} row(s) (edited outside "
-                       f"flashtune?): " + "; ".join(bad[:5]))
+            why = ("tuned on other templates, by another flashtune version whose tunables "
+                   "differ" if _all_stale(failed) else "edited outside flashtune?")
+            message = (f"{self._where}: skipped {len(bad)} invalid {what} row(s) ({why}): "
+                       + "; ".join(bad[:5]))
             warnings.warn(message, CacheWarning, stacklevel=3)
         return good
 
@@ -250,13 +253,27 @@ def select_rows(table: Table):
                     for c in table.columns))
 
 
-def convert_rows(rows: list, convert: Callable) -> tuple[list, list[str]]:
+def _all_stale(failed_rows: list) -> bool:
+    """Whether every row that failed to convert was tuned on other templates than today's for
+    its op, or for an op this version lacks: what an upgrade that changes a space leaves."""
+    from ..gen import OPS, template_family_hash
+
+    return bool(failed_rows) and all(
+        getattr(row, "op", None) not in OPS
+        or getattr(row, "family_hash", None) != template_family_hash(row.op)
+        for row in failed_rows)
+
+
+def convert_rows(rows: list, convert: Callable, failed: list | None = None) -> tuple[list, list[str]]:
+    """(converted rows, a message per row that failed); ``failed`` collects those rows."""
     good, bad = [], []
     for row in rows:
         try:
             good.append(convert(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
             bad.append(f"{describe_row(row)}: {err}")
+            if failed is not None:
+                failed.append(row)
     return good, bad
 
 

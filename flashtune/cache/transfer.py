@@ -47,6 +47,9 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     target = Path(path)
     if target.is_dir():
         raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
+    if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
+        raise ValueError(f"{path}: is an SQLite database, which the export would replace; give "
+                         "the path of a JSON file")
     try:
         fd, tmp = _create_temp_beside(target)
     except OSError as err:
@@ -60,6 +63,14 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(rows)
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _create_temp_beside(target: Path) -> tuple[int, str]:
