@@ -114,3 +114,15 @@ def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
     assert other.read_bytes() == before
     rc, _, err = run_cli(capsys, "export", str(tmp_path / "out.json"), "--db", str(db))
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--ops", ""], "--ops must be"), (["--ops", "softmax,backwards"], "--ops must be"),
+    (["--budget", "inf"], "--budget must be a finite"), (["--db", "foo://x"], "not supported"),
+])
+def test_bench_checks_its_arguments_before_making_the_output_folder(tmp_path, capsys, args, needle):
+    # Defect: --out was created first (and --db read only after the copy measurement).
+    out = tmp_path / "results"
+    rc, _, err = run_cli(capsys, "bench", "--interpret", "--out", str(out), *args)
+    _one_line_error(rc, err, "bench", needle)
+    assert not out.exists()

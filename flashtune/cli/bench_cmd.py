@@ -18,6 +18,7 @@ perf_counter timings (a smoke run of the harness; the numbers mean nothing).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -51,8 +52,17 @@ def run(args) -> int:
     from ..gen.loader import interpreter_mode
 
     interpret = args.interpret or interpreter_mode()
-    if args.budget is not None and not args.budget > 0:
-        raise ValueError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
+        raise ValueError(f"--budget must be a finite number of seconds > 0, got {args.budget}")
+    ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
+    from ..bench.runner import OPS
+
+    if not ops or any(op not in OPS for op in ops):  # before --out is made or anything timed
+        raise ValueError(f"--ops must be a comma list of {', '.join(OPS)}, got {args.ops!r}")
+    if args.db is not None:
+        from ..cache.engine import resolve_url
+
+        resolve_url(args.db)  # a malformed URL is said now, not after the copy measurement
     _check_writable(args.out)
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
@@ -65,7 +75,6 @@ def run(args) -> int:
 
         reset()
     budget = args.budget if args.budget is not None else (None if interpret else DEFAULT_GPU_BUDGET_S)
-    ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     mode = "interpret" if interpret else ("quick" if args.quick else "full")
     try:
         run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
