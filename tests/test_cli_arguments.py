@@ -126,3 +126,9 @@ def test_bench_checks_its_arguments_before_making_the_output_folder(tmp_path, ca
     rc, _, err = run_cli(capsys, "bench", "--interpret", "--out", str(out), *args)
     _one_line_error(rc, err, "bench", needle)
     assert not out.exists()
+
+
+def test_tune_says_why_rows_too_long_for_the_kernels_cannot_be_tuned(tmp_path, capsys):
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:1x3000000000",
+                         "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "at most", "int32 column offsets")

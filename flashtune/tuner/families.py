@@ -27,6 +27,9 @@ class SoftmaxFamily:
             raise TypeError(f"softmax ops take a SoftmaxProblem, got {type(problem).__name__}")
         if problem.n_rows < 1 or problem.n_cols < 1:
             raise ValueError("problem rows and columns must be >= 1")
+        if problem.n_cols > softmax_space.MAX_COLS:  # else "no candidate config fits", unexplained
+            raise ValueError(f"rows of {problem.n_cols} columns: the softmax kernels take at most "
+                             f"{softmax_space.MAX_COLS} (int32 column offsets)")
 
     @staticmethod
     def shape_text(problem) -> str:
