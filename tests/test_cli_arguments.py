@@ -3,6 +3,7 @@ nonzero exit before any work starts, and nothing is written where nothing can be
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -132,3 +133,42 @@ def test_tune_says_why_rows_too_long_for_the_kernels_cannot_be_tuned(tmp_path, c
     rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:1x3000000000",
                          "--db", str(tmp_path / "t.sqlite"))
     _one_line_error(rc, err, "tune", "at most", "int32 column offsets")
+
+
+def test_source_dispatch_regime_on_attention_names_the_stray_tunable(capsys, tmp_path, monkeypatch):
+    # Defect (in this fix's first form): attention configs have no regime; a KeyError traceback.
+    monkeypatch.setenv("FLASHTUNE_DB", str(tmp_path / "none.sqlite"))
+    rc, _, err = run_cli(capsys, "source", "attention_fwd", "--shape", "1x2x64x16", "--regime",
+                         "online", "--dispatch")
+    assert rc == 2 and "has no tunable(s) ['regime']" in err and "Traceback" not in err
+
+
+def test_a_journal_and_the_winners_may_share_one_sqlite_file(tmp_path, capsys):
+    # The journal check creates Optuna's tables first; the writers' refusal of other programs'
+    # files must not then refuse the file it shares with flashtune.
+    shared = tmp_path / "shared.db"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--trials", "1", "--quiet", "--journal", f"sqlite:///{shared}",
+                         "--db", str(shared))
+    assert rc == 0, err
+
+
+def test_import_says_a_row_comes_from_another_flashtune_version(tmp_path, capsys):
+    # A backward winner exported before the backward space had `align` (other templates): the
+    # file is refused, and the message says why in terms a user can act on.
+    from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+
+    config = {"regime": "row", "block": 64, "rows_per_program": 1, "splits": 1, "num_warps": 1,
+              "num_stages": 1, "lane_stats": False, "l2_hint": False, "align": False}
+    db = tmp_path / "src.sqlite"
+    key = ProblemKey.make("softmax_backward", "float32", {"rows_bucket": 8, "cols_bucket": 64})
+    with TuneDB(db) as src:
+        src.upsert_winner(DeviceInfo("GPU", "9.0", 132, "3.6.0"), "0" * 16, key, config,
+                          median_ms=1.0, p20_ms=1.0, p80_ms=1.0, trials=1)
+    rc, _, err = run_cli(capsys, "export", str(tmp_path / "w.json"), "--db", str(db))
+    assert rc == 0, err
+    document = json.loads((tmp_path / "w.json").read_text())
+    del document["winners"][0]["config"]["align"]
+    (tmp_path / "w.json").write_text(json.dumps(document))
+    rc, _, err = run_cli(capsys, "import", str(tmp_path / "w.json"), "--db", str(tmp_path / "d.sqlite"))
+    assert rc == 2 and "missing keys ['align']" in err and "another flashtune version" in err, err

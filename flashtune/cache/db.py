@@ -48,8 +48,9 @@ class TuneDB:
             raise CacheError(f"no winner database at {path}"
                              + (" (a folder)" if path.is_dir() else "") + " (run `flashtune tune` first)")
         if not read_only and path is None and self._url.get_backend_name() == "sqlite":
-            raise ValueError("url: an in-memory SQLite database is gone when the process ends, "
-                             "and the tuned winners with it; give a file path")
+            raise CacheError(f"{display(self._url)} is an in-memory SQLite database: it is gone "
+                             "when the process ends, and the tuned winners with it. Give a file "
+                             "path (--db, or FLASHTUNE_DB).")
         if path is not None and not read_only:
             others = foreign_tables(path)
             if others:

@@ -136,6 +136,8 @@ def foreign_tables(path: Path) -> list[str]:
         conn.close()
     if any(VERSIONED_TABLE.match(name) for name in names):
         return []
+    if {"studies", "trials", "version_info"} <= set(names):
+        return []  # Optuna's storage: `tune --journal sqlite:///F --db F` shares one file
     return sorted(names)
 
 

@@ -55,7 +55,8 @@ def validated_config(op: str, config: Any) -> dict[str, Any]:
 
 def check_key(key: ProblemKey) -> None:
     """ValueError/TypeError unless the key's dtype and bucket are ones the op's problems have."""
-    from ..gen.problem_keys import check_problem_key  # imports torch-free gen spaces only
+    # Imported here, as in validated_config: flashtune.gen pulls in torch.
+    from ..gen.problem_keys import check_problem_key
 
     check_problem_key(key.op, key.dtype, key.bucket_dict())
 

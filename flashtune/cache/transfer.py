@@ -118,6 +118,9 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
         try:
             values.append(row_values(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
+            if _of_other_templates(row):  # e.g. an older flashtune's export: a knob it lacked
+                err = f"{err} (tuned on other templates, by another flashtune version: the " \
+                      "dispatcher would not use it; re-tune with this version)"
             label = f"winners[{index}]"
             if isinstance(row, dict):
                 label += f" ({row.get('op')!r} {row.get('dtype')!r} {row.get('bucket')!r})"
@@ -128,6 +131,16 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
                          + "\n  ".join(errors[:_MAX_REPORTED])
                          + (f"\n  ... and {more} more" if more > 0 else ""))
     return values
+
+
+def _of_other_templates(row: Any) -> bool:
+    """A row of a known op whose family hash is not today's (the dispatcher ignores it)."""
+    from ..gen import OPS, template_family_hash
+
+    if not isinstance(row, dict) or not isinstance(row.get("op"), str) or row["op"] not in OPS:
+        return False
+    family = row.get("family_hash")
+    return isinstance(family, str) and family != template_family_hash(row["op"])
 
 
 def row_values(row: Any) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def run(args) -> int:
         print(f"# dispatch: {picked.describe()}", file=sys.stderr)
         config = picked.config.as_dict()
         regime = getattr(args, "regime", None)
-        if regime is not None and regime != config.get("regime"):
+        if spec.family == "softmax" and regime is not None and regime != config["regime"]:
             # the picked config's other knobs belong to its own regime (e.g. rows per program)
             print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
                   "from the space's plain defaults instead", file=sys.stderr)

@@ -176,7 +176,8 @@ def _check_journal_url(url: str) -> None:
     try:
         import optuna
 
-        optuna.storages.RDBStorage(make_storage(url))
+        storage = optuna.storages.RDBStorage(make_storage(url))
+        storage.engine.dispose()  # the tune opens its own
     except ImportError as err:
         raise ValueError(f"--journal {url}: its database driver is not installed ({err})") from None
     except Exception as err:  # noqa: BLE001 - sqlalchemy's and optuna's errors alike
