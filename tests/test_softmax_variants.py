@@ -214,7 +214,6 @@ def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
                                            msg=lambda m: f"cols={cols} pad={pad} offset={offset}: {m}")
 
 
-
 @pytest.mark.parametrize("op", BACKWARD_OPS)
 @pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
 def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, device):

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from pathlib import Path
 
@@ -171,6 +172,11 @@ def _save(fig, path: Path, tight: bool = True) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# Every file name write_plots can give (a render removes those of an earlier run it did not
+# redraw).
+PLOT_FILE = re.compile(r"^plot_(softmax|tuning|overhead|attention_\w+)\.png$")
 
 
 def write_plots(result, out_dir: Path) -> list[Path]:

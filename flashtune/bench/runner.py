@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,26 +208,22 @@ def render(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
     """The Markdown and the plots of ``result`` (what ``flashtune report`` redoes)."""
     out.mkdir(parents=True, exist_ok=True)
     try:
-        from .plots import write_plots
+        from .plots import PLOT_FILE, write_plots
 
         plots = write_plots(result, out)
+        _remove_stale_plots(out, PLOT_FILE, {p.name for p in plots})
     except ImportError as err:
         log(f"no plots ({err}): pip install 'flashtune[bench]' for matplotlib")
         plots = []
-    _remove_stale_plots(out, {p.name for p in plots})
     md_path = out / MARKDOWN_NAME
     md_path.write_text(markdown(result, [p.name for p in plots]))
     return [md_path, *plots]
 
 
-# The plot files a render writes (plots.write_plots); one of them left from an earlier run into
-# the same folder would sit next to a report that does not show it.
-_PLOT_FILES = re.compile(r"^plot_(softmax|tuning|overhead|attention_\w+)\.png$")
-
-
-def _remove_stale_plots(out: Path, written: set[str]) -> None:
+def _remove_stale_plots(out: Path, pattern, written: set[str]) -> None:
+    """A plot of an earlier run into the same folder would sit next to a report without it."""
     for path in out.iterdir():
-        if _PLOT_FILES.match(path.name) and path.name not in written and path.is_file():
+        if pattern.match(path.name) and path.name not in written and path.is_file():
             path.unlink(missing_ok=True)
 
 
