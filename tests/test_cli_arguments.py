@@ -119,7 +119,7 @@ def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, needle", [
     (["--ops", ""], "--ops must be"), (["--ops", "softmax,backwards"], "--ops must be"),
-    (["--budget", "inf"], "--budget must be a finite"), (["--db", "foo://x"], "not supported"),
+    (["--budget", "inf"], "--budget must be > 0 seconds and finite"), (["--db", "foo://x"], "not supported"),
 ])
 def test_bench_checks_its_arguments_before_making_the_output_folder(tmp_path, capsys, args, needle):
     # Defect: --out was created first (and --db read only after the copy measurement).

@@ -53,7 +53,7 @@ def run(args) -> int:
 
     interpret = args.interpret or interpreter_mode()
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
-        raise ValueError(f"--budget must be a finite number of seconds > 0, got {args.budget}")
+        raise ValueError(f"--budget must be > 0 seconds and finite, got {args.budget}")
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     from ..bench.runner import OPS
 
