@@ -39,6 +39,7 @@ from .dispatch.call_state import functorch_active as _functorch_active
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
 from .dispatch.call_state import jit_tracing as _jit_tracing
+from .dispatch.runtime import ACCEPTED_DTYPES as _ACCEPTED_DTYPES
 from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.softmax_ops import normalize_dim as _normalize_dim
@@ -47,8 +48,6 @@ __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
 _dtype = torch.dtype
-# what `dtype=` may name: the kernels' dtypes, and float64 (computed by torch)
-_CASTABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
 # check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
 # ever matches.
@@ -101,7 +100,7 @@ def _cast(x, dtype):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if not isinstance(dtype, _dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
-    if dtype not in _CASTABLE:  # e.g. an integer or a float8 dtype
+    if dtype not in _ACCEPTED_DTYPES:  # e.g. an integer or a float8 dtype
         raise TypeError(f"dtype={dtype} is not supported; flashtune softmax computes in "
                         "float16, bfloat16, float32 (float64 by torch)")
     return x.to(dtype)

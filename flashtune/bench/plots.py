@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-
 from pathlib import Path
 
 from .peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS

@@ -54,9 +54,13 @@ class BenchOptions:
 
     def __post_init__(self) -> None:
         case_set(self.mode)  # ValueError for an unknown mode
-        unknown = [op for op in self.ops if op not in OPS]
-        if unknown or not self.ops:
-            raise ValueError(f"ops must be a non-empty subset of {OPS}, got {self.ops!r}")
+        check_ops(self.ops)
+
+
+def check_ops(ops: tuple[str, ...], what: str = "ops") -> None:
+    """ValueError unless ``ops`` is a non-empty subset of OPS (``what`` names the argument)."""
+    if not ops or any(op not in OPS for op in ops):
+        raise ValueError(f"{what} must be a non-empty subset of {OPS}, got {ops!r}")
 
 
 def git_state() -> tuple[str | None, bool | None]:

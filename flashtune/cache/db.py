@@ -257,12 +257,13 @@ def select_rows(table: Table):
 def _all_stale(failed_rows: list) -> bool:
     """Whether every row that failed to convert was tuned on other templates than today's for
     its op, or for an op this version lacks: what an upgrade that changes a space leaves."""
-    from ..gen import OPS, template_family_hash
+    from ..gen import current_family_hash
 
-    return bool(failed_rows) and all(
-        getattr(row, "op", None) not in OPS
-        or getattr(row, "family_hash", None) != template_family_hash(row.op)
-        for row in failed_rows)
+    def stale(row) -> bool:
+        current = current_family_hash(getattr(row, "op", None))
+        return current is None or getattr(row, "family_hash", None) != current
+
+    return bool(failed_rows) and all(stale(row) for row in failed_rows)
 
 
 def convert_rows(rows: list, convert: Callable, failed: list | None = None) -> tuple[list, list[str]]:

@@ -124,7 +124,7 @@ def foreign_tables(path: Path) -> list[str]:
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return []
-        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, timeout=1.0)
+        conn = _connect_read_only(path, timeout=1.0)
     except (OSError, sqlite3.Error):
         return []
     try:

@@ -135,12 +135,12 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
 
 def _of_other_templates(row: Any) -> bool:
     """A row of a known op whose family hash is not today's (the dispatcher ignores it)."""
-    from ..gen import OPS, template_family_hash
+    from ..gen import current_family_hash
 
-    if not isinstance(row, dict) or not isinstance(row.get("op"), str) or row["op"] not in OPS:
+    if not isinstance(row, dict):
         return False
-    family = row.get("family_hash")
-    return isinstance(family, str) and family != template_family_hash(row["op"])
+    current, family = current_family_hash(row.get("op")), row.get("family_hash")
+    return current is not None and isinstance(family, str) and family != current
 
 
 def row_values(row: Any) -> dict[str, Any]:

@@ -55,10 +55,9 @@ def run(args) -> int:
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
         raise ValueError(f"--budget must be > 0 seconds and finite, got {args.budget}")
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
-    from ..bench.runner import OPS
+    from ..bench.runner import check_ops
 
-    if not ops or any(op not in OPS for op in ops):  # before --out is made or anything timed
-        raise ValueError(f"--ops must be a comma list of {', '.join(OPS)}, got {args.ops!r}")
+    check_ops(ops, "--ops")  # before --out is made or anything timed
     if args.db is not None:
         from ..cache.engine import resolve_url
 

@@ -60,7 +60,7 @@ def _default_speedup(db, winner) -> str:
 def run(args) -> int:
     from ..cache import TuneDB
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
-    from ..gen import template_family_hash
+    from ..gen import current_family_hash
 
     where, _ = database_location(args.db)
     missing = database_missing(args.db)
@@ -83,7 +83,7 @@ def run(args) -> int:
         current = {}
         for w in sorted(winners, key=_order):
             if w.key.op not in current:
-                current[w.key.op] = template_family_hash(w.key.op) if w.key.op in OPS else None
+                current[w.key.op] = current_family_hash(w.key.op)
             bucket = dict(w.key.bucket)
             shape = _bucket_text(bucket)
             config = compact_config(w.config)

@@ -80,6 +80,10 @@ def _problem(op: str, args):
 def run(args) -> int:
     spec = op_spec(args.op)
     problem, family = _problem(args.op, args)
+    # --regime on a softmax op: the heuristic's or the dispatcher's other knobs belong to their
+    # own regime (e.g. rows per program), so another regime starts from the plain defaults.
+    regime = getattr(args, "regime", None) if spec.family == "softmax" else None
+    plain = {param.name: param.default for param in spec.space.params}
     if args.dispatch:
         from ..dispatch import attention_choice, choice
 
@@ -89,16 +93,14 @@ def run(args) -> int:
             picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
         print(f"# dispatch: {picked.describe()}", file=sys.stderr)
         config = picked.config.as_dict()
-        regime = getattr(args, "regime", None)
-        if spec.family == "softmax" and regime is not None and regime != config["regime"]:
-            # the picked config's other knobs belong to its own regime (e.g. rows per program)
+        if regime is not None and regime != config["regime"]:
             print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
                   "from the space's plain defaults instead", file=sys.stderr)
-            config = {param.name: param.default for param in spec.space.params}
-    elif getattr(args, "regime", None) is None or spec.family != "softmax":
+            config = plain
+    elif regime is None:
         config = family.default_config(spec, problem).as_dict()
-    else:  # another regime: start from the plain defaults, not the shape's heuristic
-        config = {param.name: param.default for param in spec.space.params}
+    else:
+        config = plain
     given = {name: getattr(args, name, None) for name in config}
     config.update({k: v for k, v in given.items() if v is not None})
     stray = [n for n in _all_param_names() if getattr(args, n, None) is not None and n not in config]

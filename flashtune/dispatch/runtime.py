@@ -20,6 +20,8 @@ from .settings import Settings
 
 FORWARD_OPS = ("softmax", "log_softmax")
 _TORCH_ONLY = (torch.float64,)  # floating dtypes torch computes for us (see flashtune.ops)
+# What the public ops take (and what their `dtype=` may name): the kernels' dtypes, and torch's.
+ACCEPTED_DTYPES = frozenset((*SUPPORTED_DTYPES, *_TORCH_ONLY))
 
 
 def check_dtype(name: str, t: torch.Tensor) -> None:
@@ -32,7 +34,7 @@ def check_dtype(name: str, t: torch.Tensor) -> None:
     if t.layout != torch.strided:
         raise TypeError(f"{name} has layout {t.layout}; flashtune softmax takes strided (dense) "
                         "tensors (call .to_dense() first)")
-    if t.dtype in SUPPORTED_DTYPES or t.dtype in _TORCH_ONLY:
+    if t.dtype in ACCEPTED_DTYPES:
         return
     raise TypeError(
         f"{name} has dtype {t.dtype}; flashtune softmax takes float16, bfloat16 and float32 "

@@ -3,6 +3,7 @@
 from .registry import OPS, op_spec
 from .space import Config, ConfigError, Param, VariantSpace
 from .variants import (
+    current_family_hash,
     load_variant,
     render_variant,
     run_variant,
@@ -12,6 +13,7 @@ from .variants import (
 )
 
 __all__ = [
-    "OPS", "op_spec", "Config", "ConfigError", "Param", "VariantSpace", "load_variant",
+    "OPS", "op_spec", "Config", "ConfigError", "Param", "VariantSpace", "current_family_hash",
+    "load_variant",
     "render_variant", "run_variant", "source_path", "template_family_hash", "validate_config",
 ]

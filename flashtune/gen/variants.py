@@ -48,6 +48,14 @@ def template_family_hash(op: str) -> str:
     return render.template_family_hash(TEMPLATE_FAMILIES[op])
 
 
+def current_family_hash(op: Any) -> str | None:
+    """Today's template family hash of ``op``; None for anything that is not an op of this
+    version (an op of another flashtune version, or garbage read from a database)."""
+    if not isinstance(op, str) or op not in TEMPLATE_FAMILIES:
+        return None
+    return template_family_hash(op)
+
+
 def run_variant(op: str, config: Mapping[str, Any], *tensors: torch.Tensor) -> None:
     """Launch one variant on prepared 2-D tensors (outputs last), e.g. (x, y) for a forward.
 
