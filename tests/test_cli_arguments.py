@@ -20,6 +20,21 @@ def _one_line_error(rc: int, err: str, command: str, *needles: str) -> None:
     assert all(n in lines[0] for n in needles), err
 
 
+def _app_database(path):
+    """Another program's SQLite file (one table of its own); its bytes, to compare after."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.close()
+    return path.read_bytes()
+
+
+def _empty_export(tmp_path):
+    """A valid winners export with no rows."""
+    source = tmp_path / "w.json"
+    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    return source
+
+
 @pytest.mark.parametrize("option", ["--ops", "--dtypes"])
 def test_tune_refuses_an_empty_list_instead_of_tuning_the_default_set(tmp_path, capsys, option):
     # Defect: `--ops ''` was taken as "not given", and the whole default set was tuned (about
@@ -72,9 +87,7 @@ def test_source_dispatch_with_another_regime_starts_from_plain_defaults(capsys, 
 @pytest.mark.parametrize("db", ["sqlite://", "sqlite:///:memory:"])
 def test_import_refuses_an_in_memory_database(tmp_path, capsys, db):
     # Defect: `import --db sqlite://` said "imported 8 winner(s)" and kept nothing.
-    source = tmp_path / "w.json"
-    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
-    rc, _, err = run_cli(capsys, "import", str(source), "--db", db)
+    rc, _, err = run_cli(capsys, "import", str(_empty_export(tmp_path)), "--db", db)
     _one_line_error(rc, err, "import", "in-memory")
 
 
@@ -82,12 +95,8 @@ def test_writers_leave_another_programs_sqlite_file_alone(tmp_path, capsys):
     # Defect: import (and tune) created flashtune's tables in another program's SQLite file and
     # switched it to WAL; show, export and clear already refused it.
     path = tmp_path / "app.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE users (id INTEGER)")
-    conn.close()
-    before = path.read_bytes()
-    source = tmp_path / "w.json"
-    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    before = _app_database(path)
+    source = _empty_export(tmp_path)
     rc, _, err = run_cli(capsys, "import", str(source), "--db", str(path))
     _one_line_error(rc, err, "import", "another program's SQLite database", "users")
     rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
@@ -101,12 +110,8 @@ def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
     # Defect: only the source database itself was protected; `export other.sqlite` replaced
     # any other SQLite file (another tuned database, another program's) with JSON.
     other = tmp_path / "other.sqlite"
-    with sqlite3.connect(other) as conn:
-        conn.execute("CREATE TABLE users (id INTEGER)")
-    conn.close()
-    before = other.read_bytes()
-    source = tmp_path / "w.json"
-    source.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    before = _app_database(other)
+    source = _empty_export(tmp_path)
     db = tmp_path / "tuned.sqlite"
     rc, _, err = run_cli(capsys, "import", str(source), "--db", str(db))
     assert rc == 0, err
