@@ -393,6 +393,10 @@ def test_cli_warnings_are_one_line(tmp_path):
     ("bucket", {"rows_bucket": 4096}, "exactly the fields"),
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "causal": False}, "exactly the fields"),
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 2**40}, "cols_bucket must be a power of two"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "unaligned_rows": False},
+     "unaligned_rows must be true"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "unaligned_rows": 1},
+     "unaligned_rows must be true"),
 ])
 def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value, reason):
     # Defect: such rows were imported; the dispatcher never reaches them, and a str bucket next
@@ -407,6 +411,20 @@ def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value,
     _one_line_error(err, "import")
     with TuneDB(db) as check:
         assert check.winners() == []
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("n_cols", [1, 3, 8, 100, 4096, 50257, 65536])
+def test_softmax_keys_are_checked_like_the_problem_bucket(dtype, n_cols):
+    # Every bucket problem_bucket gives passes, odd widths (an unaligned_rows flag) included.
+    from flashtune.gen.problem_keys import check_problem_key
+    from flashtune.gen.softmax_space import SoftmaxProblem, bucket_problem, problem_bucket
+
+    bucket = problem_bucket(SoftmaxProblem(7, n_cols, dtype))
+    check_problem_key("softmax_backward", dtype, bucket)
+    assert ("unaligned_rows" in bucket) == (n_cols * (4 if dtype == "float32" else 2) % 16 != 0)
+    # the problem `show` compares defaults on lies in the same bucket
+    assert problem_bucket(bucket_problem(bucket, dtype)) == bucket
 
 
 def test_attention_keys_are_checked_like_the_problem_bucket():

@@ -52,18 +52,42 @@ def test_exact_bucket_wins(fresh_db):
 
 
 def test_nearest_fitting_bucket(fresh_db):
-    # (16, 50) has bucket 16x64. The closest tuned bucket (16x32, distance 1) holds a row
+    # (16, 52) has bucket 16x64 (rows of whole 16-byte vectors). The closest tuned bucket (16x32, distance 1) holds a row
     # config too narrow for 50 columns; the next one (4x64, distance 2) fits and wins over
     # the far one (1024x64, distance 6).
     seed(fresh_db, "log_softmax", "float32", (16, 32), row_config(32))
     seed(fresh_db, "log_softmax", "float32", (4, 64), row_config(64, rows=4))
     seed(fresh_db, "log_softmax", "float32", (1024, 64), row_config(64, rows=8))
-    picked = dispatch.choice("log_softmax", (16, 50), "float32", DEVICE)
+    picked = dispatch.choice("log_softmax", (16, 52), "float32", DEVICE)
     assert picked.how == "nearest"
     assert dict(picked.tuned_bucket) == {"rows_bucket": 4, "cols_bucket": 64}
     assert picked.config.as_dict() == row_config(64, rows=4)
-    x = torch.randn(16, 50, device=DEVICE)
+    x = torch.randn(16, 52, device=DEVICE)
     torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+
+
+def test_odd_widths_take_only_winners_tuned_on_odd_widths(fresh_db):
+    """Rows of odd width (not whole 16-byte vectors) and aligned rows have separate buckets: a
+    winner tuned on 4096 x 65536 lacks the aligned walk that 4096 x 50257 needs (H200: 537 us
+    against 401 us for the default, fp16 softmax backward), and one tuned on an odd width
+    chose its knobs for that walk."""
+    aligned = dict(row_config(8192, warps=16), regime="online", lane_stats=True)
+    odd = dict(aligned, align=True, block=4096)
+    seed(fresh_db, "softmax", "float16", (4096, 65536), aligned)
+    picked = dispatch.choice("softmax", (4096, 50257), "float16", DEVICE)
+    assert picked.how == "default" and picked.config["align"] is True
+    assert picked.bucket == {"rows_bucket": 4096, "cols_bucket": 65536, "unaligned_rows": True}
+    assert dispatch.choice("softmax", (4096, 65528), "float16", DEVICE).how == "exact"
+
+    seed(fresh_db, "softmax", "float16", (2048, 40001), odd)
+    dispatch.reset()
+    for shape, how in [((4096, 50257), "nearest"), ((2048, 33333), "exact")]:
+        picked = dispatch.choice("softmax", shape, "float16", DEVICE)
+        assert (picked.how, picked.config.as_dict()) == (how, odd), shape
+        assert dict(picked.tuned_bucket)["unaligned_rows"] is True
+    # An aligned width of the odd winner's bucket keeps the aligned one's winner (nearest).
+    picked = dispatch.choice("softmax", (2048, 40000), "float16", DEVICE)
+    assert picked.how == "nearest" and picked.config.as_dict() == aligned
 
 
 def test_split_winners_serve_only_their_row_count(fresh_db):
@@ -255,7 +279,7 @@ def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
         return real(op, config)
 
     monkeypatch.setattr(plans, "load_variant", picky)
-    x = torch.randn(6, 50, device=DEVICE, requires_grad=True)
+    x = torch.randn(6, 52, device=DEVICE, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
@@ -263,5 +287,5 @@ def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
                 torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
         flashtune.softmax(x).sum().backward()
     assert len([w for w in caught if issubclass(w.category, DispatchWarning)]) == 2
-    assert dispatch.choice("softmax", (6, 50), "float32", DEVICE).how == "default"
+    assert dispatch.choice("softmax", (6, 52), "float32", DEVICE).how == "default"
     torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-6, rtol=0)

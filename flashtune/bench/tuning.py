@@ -55,6 +55,8 @@ def problem_label(problem: dict) -> str:
     bucket = problem["bucket"]
     if "rows_bucket" in bucket:
         shape = f"{bucket['rows_bucket']}x{bucket['cols_bucket']}"
+        if bucket.get("unaligned_rows"):
+            shape += " odd-width"
     else:
         shape = " ".join(f"{k}={v}" for k, v in sorted(bucket.items()))
     return f"{problem['op']} {problem['dtype']} {shape}"

@@ -31,7 +31,7 @@ def _default_speedup(db, winner) -> str:
     from ..gen.attention_space import AttentionProblem
     from ..gen.attention_space import OPS as ATTENTION_OPS
     from ..gen.attention_space import default_config as attention_default
-    from ..gen.softmax_space import SoftmaxProblem, default_config
+    from ..gen.softmax_space import bucket_problem, default_config
 
     bucket = dict(winner.key.bucket)
     try:
@@ -41,8 +41,7 @@ def _default_speedup(db, winner) -> str:
                                        bool(bucket["causal"]), winner.key.dtype)
             default = attention_default(winner.key.op, problem, sm_count=winner.device.sm_count)
         else:
-            problem = SoftmaxProblem(int(bucket["rows_bucket"]), int(bucket["cols_bucket"]),
-                                     winner.key.dtype)
+            problem = bucket_problem(bucket, winner.key.dtype)
             default = default_config(winner.key.op, problem, sm_count=winner.device.sm_count)
     except (KeyError, ValueError, TypeError):
         return "-"
@@ -112,7 +111,8 @@ def _bucket_text(bucket: dict) -> str:
             n = f"{n}/{bucket.get('nk_bucket', '?')}"
         return (f"d{bucket['head_dim']} n{n} bh{bucket.get('bh_bucket', '?')}"
                 + (" causal" if bucket.get("causal") else ""))
-    return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}"
+    odd = " odd-width" if bucket.get("unaligned_rows") else ""  # softmax_space.UNALIGNED_FIELD
+    return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}{odd}"
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:

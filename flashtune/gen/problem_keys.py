@@ -34,7 +34,15 @@ def check_problem_key(op: str, dtype: Any, bucket: Any) -> None:
     if not isinstance(bucket, Mapping):
         raise TypeError(f"bucket must be an object, got {type(bucket).__name__}")
     if op in softmax_space.OPS:
-        _check_fields(bucket, ("cols_bucket", "rows_bucket"))
+        unaligned = softmax_space.UNALIGNED_FIELD
+        if unaligned in bucket:
+            # problem_bucket sets the flag for rows of odd width only, and then always True
+            if bucket[unaligned] is not True:
+                raise ValueError(f"bucket {unaligned} must be true where present, "
+                                 f"got {bucket[unaligned]!r}")
+            _check_fields(bucket, ("cols_bucket", "rows_bucket", unaligned))
+        else:
+            _check_fields(bucket, ("cols_bucket", "rows_bucket"))
         _check_pow2(bucket, "rows_bucket", MAX_BUCKET)
         # problem_bucket rounds columns up: the widest row a kernel takes, rounded up
         _check_pow2(bucket, "cols_bucket", 1 << (softmax_space.MAX_COLS - 1).bit_length())
