@@ -87,7 +87,7 @@ def main():
               f"{t_torch*1e3:9.1f} us  x{t_torch/t_ours:5.2f}  err {err_ours:.1e}/{err_torch:.1e}"
               f"{'' if ok else ' ACCURACY'}  {cfg['regime']} b{cfg['block']} r{cfg['rows_per_program']}"
               f" s{cfg['splits']} w{cfg['num_warps']}", flush=True)
-    results.sort()
+    results.sort(key=lambda item: item[0])
     print("\nslowest against torch (x = torch time / ours):")
     for ratio, r, c, dt, t_o, t_t in results[:25]:
         print(f"  {r}x{c} {str(dt)[6:]:8s} x{ratio:.2f}  ours {t_o*1e3:.1f} us torch {t_t*1e3:.1f} us")
