@@ -252,7 +252,11 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     n_cols = max(problem.n_cols, 1)
     row_limit = 32768 if elem_bytes == 2 else 16384
     raw: dict[str, Any]
-    if (op.direction == "fwd" and elem_bytes == 2 and problem.n_rows >= sm_count
+    # Rows per program enough for the online regime: rows that fill the GPU, or (forward) odd
+    # widths from 32 rows on, where the split regime's element-wise loads lose (below).
+    many_rows = problem.n_rows >= sm_count or (
+        op.direction == "fwd" and _online_beats_split_on_odd_rows(problem, n_cols, elem_bytes))
+    if (op.direction == "fwd" and elem_bytes == 2 and many_rows
             and n_cols >= 16384):
         # fp16/bf16, many long rows: per-vector statistics (no barrier in the loop, one exp
         # per element). H200, 2026-11-21 (tenth session), fp16 / bf16 in us (% of copy):
@@ -276,9 +280,18 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         rows = max(1, min(64, tile // block, MAX_TILE // block))
         # About 8 to 16 elements per thread.
         warps = max(1, min(32, block * rows // 512))
+        if op.direction == "fwd" and n_cols % 2 and 32 <= block <= (512 if elem_bytes == 2 else 128):
+            # Odd widths load element by element (no vector divides the row stride): tiles
+            # of 512 elements and one warp. H100, seventeenth session, fp16 / fp32 in us against
+            # the tiles above (torch.softmax): 200000 x 33 21.8 / 24.5 against 38.6 / 37.6
+            # (31.6 / 31.8); 200000 x 63 26.3 / 39.0 against 40.2 / 44.8 (32.4 / 40.8);
+            # 200000 x 127 42.4 / 73.2 against 66.4 / 74.8 (53.8 / 75.6); fp16 131586 x 255
+            # 57.3 against 68.8 (61.1), 65664 x 511 53.3 against 55.7 (64.6). fp32 from 255
+            # columns on keeps the tiles above (102.0 against 95.4 us).
+            rows, warps = max(1, 512 // block), 1
         raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
                    num_warps=warps, num_stages=1, lane_stats=False, l2_hint=False)
-    elif problem.n_rows >= sm_count:
+    elif many_rows:
         # Forward: per-lane statistics, 16 warps in chunks of 8192 (fp32: 32 warps, chunks of
         # 16384): on an H100, 2026-11-21, fp16 4096 x 50257 337 us (81% of copy) vs 353 us for
         # the per-chunk statistics, 1024 x 65536 112 us vs 125 us; fp32 (sixth session) 648 us
@@ -369,6 +382,20 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     # 4096 x 50257 and 2048 x 40001, faster on 1000 x 33333 and 512 x 100003.)
     raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
     return op.space.validate(raw)
+
+
+def _online_beats_split_on_odd_rows(problem: SoftmaxProblem, n_cols: int, elem_bytes: int) -> bool:
+    """Forward rows of odd width, too few to fill the GPU (one program per row) but 32 or more,
+    and not too long: the online regime with its aligned walk beats the split regime, whose
+    segments load element by element there. H100, seventeenth session, us, split default
+    against online (torch.softmax), fp16 / fp32: 33 x 65537 63.3 / 42.0 against 11.8 / 15.4
+    (25.2 / 28.6); 120 x 65537 40.0 / 45.8 against 17.1 / 30.8 (28.3 / 45.9); 64 x 100003 55.9
+    / 37.6 against 18.5 / 30.4 (33.5 / 54.1); 64 x 131073 34.0 / 44.0 against 22.4 / 39.6;
+    64 x 262145 fp16 51.4 against 43.3, fp32 70.3 against 83.7 (so fp32 stops at 2**18
+    columns, fp16 at 2**19). Below 32 rows the split wins: 16 x 131073 fp16 13.9 against 17.9,
+    16 x 524289 34.3 against 57.9."""
+    limit = 1 << 19 if elem_bytes == 2 else 1 << 18
+    return problem.n_rows >= 32 and not _rows_aligned(problem) and n_cols < limit
 
 
 def statistics_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> list[Config]:
