@@ -253,7 +253,8 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     row_limit = 32768 if elem_bytes == 2 else 16384
     raw: dict[str, Any]
     # Rows per program enough for the online regime: rows that fill the GPU, or (forward) odd
-    # widths from 32 rows on, where the split regime's element-wise loads lose (below).
+    # widths from 32 rows on and not too long, where the split regime's element-wise loads
+    # lose (below).
     many_rows = problem.n_rows >= sm_count or (
         op.direction == "fwd" and _online_beats_split_on_odd_rows(problem, n_cols, elem_bytes))
     if (op.direction == "fwd" and elem_bytes == 2 and many_rows
@@ -387,15 +388,16 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
 def _online_beats_split_on_odd_rows(problem: SoftmaxProblem, n_cols: int, elem_bytes: int) -> bool:
     """Forward rows of odd width, too few to fill the GPU (one program per row) but 32 or more,
     and not too long: the online regime with its aligned walk beats the split regime, whose
-    segments load element by element there. H100, seventeenth session, us, split default
-    against online (torch.softmax), fp16 / fp32: 33 x 65537 63.3 / 42.0 against 11.8 / 15.4
-    (25.2 / 28.6); 120 x 65537 40.0 / 45.8 against 17.1 / 30.8 (28.3 / 45.9); 64 x 100003 55.9
-    / 37.6 against 18.5 / 30.4 (33.5 / 54.1); 64 x 131073 34.0 / 44.0 against 22.4 / 39.6;
-    64 x 262145 fp16 51.4 against 43.3, fp32 70.3 against 83.7 (so fp32 stops at 2**18
-    columns, fp16 at 2**19). Below 32 rows the split wins: 16 x 131073 fp16 13.9 against 17.9,
-    16 x 524289 34.3 against 57.9."""
-    limit = 1 << 19 if elem_bytes == 2 else 1 << 18
-    return problem.n_rows >= 32 and not _rows_aligned(problem) and n_cols < limit
+    segments load element by element there. H100, seventeenth session, both through the fast
+    launch path, us, split default against online (torch.softmax), fp16 / fp32:
+    100 x 65537 33.7 / 39.5 against 15.1 / 27.5 (29.2 / 43.2); 33 x 65537 17.7 / 18.2 against
+    12.6 / 16.4; 64 x 100003 28.6 / 38.1 against 18.1 / 31.6; 64 x 131073 33.3 / 43.6 against
+    22.5 / 40.3; fp16 64 x 262145 51.4 against 43.5 and 120 x 262145 85.9 against 71.9 (32 x
+    262145 a tie). The split wins on longer rows (fp16 32 x 524287 45.0 against 64.8; fp32 32 x
+    131073 26.9 against 29.8, 64 x 262145 70.3 against 83.2) and below 32 rows (16 x 131073
+    fp16 14.5 against 18.2)."""
+    limit = 3 << 17 if elem_bytes == 2 else 1 << 17
+    return problem.n_rows >= 32 and not _rows_aligned(problem) and n_cols <= limit
 
 
 def statistics_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> list[Config]:
