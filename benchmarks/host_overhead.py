@@ -87,11 +87,14 @@ def fast_candidates(x, config, module) -> list[tuple[str, object, object]]:
         stand_in = fast_launch.FastKernel(kernel, sup)
         rows, cols = x.shape
         grid = (triton.cdiv(rows, config["rows_per_program"]),)
-        sx, sy = x.stride(0), y.stride(0)
+        # the row kernel takes lengths in grains, as the module's launch() passes them
+        grain = module._row_grain(16 // x.element_size(), cols, x.stride(0), y.stride(0))
+        cg, sx, sy = cols // grain, x.stride(0) // grain, y.stride(0) // grain
         blk, rpp = config["block"], config["rows_per_program"]
         nw, ns = config["num_warps"], config["num_stages"]
         out.append(("FastKernel kernel[grid](...)", None, lambda: stand_in[grid](
-            x, y, rows, cols, sx, sy, BLOCK=blk, ROWS=rpp, num_warps=nw, num_stages=ns)))
+            x, y, rows, cg, sx, sy, BLOCK=blk, ROWS=rpp, GRAIN=grain, num_warps=nw,
+            num_stages=ns)))
     for name, _, fn in out:  # each must compute softmax before it is timed
         if name.startswith(("plan", "generated", "FastKernel")):
             y.zero_()

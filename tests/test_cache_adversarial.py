@@ -393,10 +393,15 @@ def test_cli_warnings_are_one_line(tmp_path):
     ("bucket", {"rows_bucket": 4096}, "exactly the fields"),
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "causal": False}, "exactly the fields"),
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 2**40}, "cols_bucket must be a power of two"),
-    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "unaligned_rows": False},
-     "unaligned_rows must be true"),
-    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "unaligned_rows": 1},
-     "unaligned_rows must be true"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": True},
+     "row_grain must be a power of two"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": 3},
+     "row_grain must be a power of two"),
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": 8},
+     "no float16 problem's bucket"),   # a whole vector: such rows have no grain field
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4, "row_grain": 2},
+     "no float16 problem's bucket"),   # 3 or 4 columns: grain 1 or 4, never 2
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4}, "no float16 problem's bucket"),
 ])
 def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value, reason):
     # Defect: such rows were imported; the dispatcher never reaches them, and a str bucket next
@@ -414,17 +419,19 @@ def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value,
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("n_cols", [1, 3, 8, 100, 4096, 50257, 65536])
-def test_softmax_keys_are_checked_like_the_problem_bucket(dtype, n_cols):
-    # Every bucket problem_bucket gives passes, odd widths (an unaligned_rows flag) included.
+def test_softmax_keys_are_checked_like_the_problem_bucket(dtype):
+    # Every bucket problem_bucket gives passes, rows not of whole vectors (a row_grain field)
+    # included, and the problem `show` compares defaults on lies in the same bucket.
     from flashtune.gen.problem_keys import check_problem_key
     from flashtune.gen.softmax_space import SoftmaxProblem, bucket_problem, problem_bucket
 
-    bucket = problem_bucket(SoftmaxProblem(7, n_cols, dtype))
-    check_problem_key("softmax_backward", dtype, bucket)
-    assert ("unaligned_rows" in bucket) == (n_cols * (4 if dtype == "float32" else 2) % 16 != 0)
-    # the problem `show` compares defaults on lies in the same bucket
-    assert problem_bucket(bucket_problem(bucket, dtype)) == bucket
+    vector = 4 if dtype == "float32" else 8
+    for n_cols in [*range(1, 70), 100, 4095, 4096, 50257, 65534, 65536, 1 << 20]:
+        bucket = problem_bucket(SoftmaxProblem(7, n_cols, dtype))
+        check_problem_key("softmax_backward", dtype, bucket)
+        lowest = n_cols & -n_cols
+        assert bucket.get("row_grain") == (lowest if lowest < vector else None), n_cols
+        assert problem_bucket(bucket_problem(bucket, dtype)) == bucket, n_cols
 
 
 def test_attention_keys_are_checked_like_the_problem_bucket():

@@ -66,17 +66,17 @@ def test_nearest_fitting_bucket(fresh_db):
     torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
 
 
-def test_odd_widths_take_only_winners_tuned_on_odd_widths(fresh_db):
-    """Rows of odd width (not whole 16-byte vectors) and aligned rows have separate buckets: a
-    winner tuned on 4096 x 65536 lacks the aligned walk that 4096 x 50257 needs (H200: 537 us
-    against 401 us for the default, fp16 softmax backward), and one tuned on an odd width
-    chose its knobs for that walk."""
+def test_odd_widths_take_only_winners_tuned_on_their_own_row_grain(fresh_db):
+    """Rows of whole 16-byte vectors, and rows of each smaller grain, have separate buckets: a
+    winner tuned on 4096 x 65536 lacks the aligned walk that 4096 x 50257 needs, and narrow
+    odd rows want other tiles than narrow rows of grain 4 (200000 x 33 fp16 ran 2x slower
+    with 200000 x 36's config, H100)."""
     aligned = dict(row_config(8192, warps=16), regime="online", lane_stats=True)
     odd = dict(aligned, align=True, block=4096)
     seed(fresh_db, "softmax", "float16", (4096, 65536), aligned)
     picked = dispatch.choice("softmax", (4096, 50257), "float16", DEVICE)
     assert picked.how == "default" and picked.config["align"] is True
-    assert picked.bucket == {"rows_bucket": 4096, "cols_bucket": 65536, "unaligned_rows": True}
+    assert picked.bucket == {"rows_bucket": 4096, "cols_bucket": 65536, "row_grain": 1}
     assert dispatch.choice("softmax", (4096, 65528), "float16", DEVICE).how == "exact"
 
     seed(fresh_db, "softmax", "float16", (2048, 40001), odd)
@@ -84,10 +84,23 @@ def test_odd_widths_take_only_winners_tuned_on_odd_widths(fresh_db):
     for shape, how in [((4096, 50257), "nearest"), ((2048, 33333), "exact")]:
         picked = dispatch.choice("softmax", shape, "float16", DEVICE)
         assert (picked.how, picked.config.as_dict()) == (how, odd), shape
-        assert dict(picked.tuned_bucket)["unaligned_rows"] is True
+        assert dict(picked.tuned_bucket)["row_grain"] == 1
+    # Another grain of the same columns (40002: grain 2) takes neither winner: its own default.
+    assert dispatch.choice("softmax", (2048, 40002), "float16", DEVICE).how == "default"
     # An aligned width of the odd winner's bucket keeps the aligned one's winner (nearest).
     picked = dispatch.choice("softmax", (2048, 40000), "float16", DEVICE)
     assert picked.how == "nearest" and picked.config.as_dict() == aligned
+
+
+def test_narrow_rows_of_one_grain_do_not_take_another_grains_winner(fresh_db):
+    seed(fresh_db, "softmax", "float16", (8, 36), row_config(64, rows=32, warps=4))
+    picked = dispatch.choice("softmax", (8, 33), "float16", DEVICE)
+    assert picked.how == "default" and picked.bucket["row_grain"] == 1
+    assert (picked.config["rows_per_program"], picked.config["num_warps"]) == (8, 1)
+    assert dispatch.choice("softmax", (8, 60), "float16", DEVICE).how == "exact"  # grain 4 too
+    x = torch.randn(8, 33, device=DEVICE, dtype=torch.float16)
+    torch.testing.assert_close(flashtune.softmax(x).float(), torch.softmax(x.float(), -1),
+                               atol=2e-3, rtol=2e-2)
 
 
 def test_split_winners_serve_only_their_row_count(fresh_db):

@@ -573,7 +573,6 @@ def test_gpu_captured_kernel_is_tritons_choice():
     fl._reset_for_tests(None)
     fl._STATE.checked = False
     from flashtune.gen import load_variant
-    from flashtune.gen.row_grain import row_grain
     from flashtune.gen.softmax_space import SoftmaxProblem, default_config
 
     sup = fl.support()
@@ -588,7 +587,8 @@ def test_gpu_captured_kernel_is_tritons_choice():
               num_stages=cfg["num_stages"])
     for rows, cols, ox, oy in itertools.product((1, 2, 16, 33), (16, 100, 128), (0, 1, 8), (0, 5)):
         x, y = _views(rows, cols, torch.float16, ox), _views(rows, cols, torch.float16, oy)
-        grain = row_grain(cols, x, y)  # the row kernel takes lengths in grains (launch() does this)
+        # the row kernel takes lengths in grains, as the module's launch() passes them
+        grain = module._row_grain(8, cols, x.stride(0), y.stride(0))
         args = (x, y, rows, cols // grain, x.stride(0) // grain, y.stride(0) // grain)
         grid = ((rows + cfg["rows_per_program"] - 1) // cfg["rows_per_program"],)
         for _ in range(2):

@@ -440,3 +440,44 @@ def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
     clone = pickle.loads(pickle.dumps(adapter))
     clone.launch("softmax", first, case)
     assert lookups[-1] == ("softmax", first)
+
+
+@pytest.mark.parametrize("op, shape, dtype, changes", [
+    ("softmax", (200000, 100), "float16", {}),                      # row regime, grain 4
+    ("softmax_backward", (8, 33), "bfloat16", {}),                  # row regime, grain 1
+    ("softmax", (4096, 50257), "float16", {}),                      # online, aligned walk
+    ("log_softmax_backward", (4096, 50257), "float32", {}),         # backward aligned walk
+])
+def test_precompile_stand_ins_pass_the_launch_helpers(monkeypatch, op, shape, dtype, changes):
+    """The compile pool launches each candidate on shape-only stand-ins (no GPU, no data): every
+    host helper a launch() calls must accept them. Defect: the row grain helper asked the
+    stand-in for element_size(), the AttributeError was swallowed, and tuning silently stopped
+    precompiling row candidates. Here the kernels are replaced by a recorder."""
+    import flashtune.tuner.precompile as precompile
+    from flashtune.gen import load_variant
+    from flashtune.gen.softmax_space import default_config
+    from flashtune.tuner.precompile import Task, arg_specs
+
+    problem = SoftmaxProblem(*shape, dtype)
+    config = dict(default_config(op, problem).as_dict(), **changes)
+    specs = arg_specs(Task(op, problem, "cpu", 0))
+    module = load_variant(op, config)
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append((grid, args, kwargs))
+
+    from triton.runtime.jit import KernelInterface
+
+    for name, value in list(vars(module).items()):
+        if isinstance(value, KernelInterface):  # the @triton.jit kernels (helpers are not launched)
+            monkeypatch.setattr(module, name, Recorder())
+    fakes = [precompile._ShapeOnly(s[1], s[2], getattr(torch, s[3]), torch.device("cpu"))
+             if s[0] == "t" else s[1] for s in specs]
+    module.launch(*fakes)
+    assert launched, "no kernel launched"
+    if config["regime"] == "row":
+        kwargs = launched[0][2]
+        lowest = shape[1] & -shape[1]
+        assert kwargs["GRAIN"] == min(lowest, 8 if dtype != "float32" else 4)

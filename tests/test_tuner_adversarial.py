@@ -143,8 +143,8 @@ def test_interrupt_keeps_finished_winners_and_trials_and_leaves_no_worker(tmp_pa
         from flashtune.cache import ProblemKey
         from flashtune.gen.softmax_space import SoftmaxProblem, problem_bucket
 
-        # 8x100 in fp16 is of odd width (100 columns are not whole 16-byte vectors) while in
-        # fp32 it is not: the two problems' buckets differ.
+        # 8x100 in fp16 has rows of grain 4 (100 columns are not whole 16-byte vectors) while in
+        # fp32 it does not: the two problems' buckets differ.
         half = ProblemKey.make("softmax", "float16",
                                problem_bucket(SoftmaxProblem(8, 100, "float16")))
         kept = db.trials(w.device, w.family_hash, half)
@@ -186,8 +186,8 @@ def test_problem_whose_every_candidate_fails_is_named_and_the_others_still_win(
         from flashtune.cache import ProblemKey
         from flashtune.gen.softmax_space import SoftmaxProblem, problem_bucket
 
-        # 8x100 in fp16 is of odd width (100 columns are not whole 16-byte vectors) while in
-        # fp32 it is not: the two problems' buckets differ.
+        # 8x100 in fp16 has rows of grain 4 (100 columns are not whole 16-byte vectors) while in
+        # fp32 it does not: the two problems' buckets differ.
         half = ProblemKey.make("softmax", "float16",
                                problem_bucket(SoftmaxProblem(8, 100, "float16")))
         failed = db.trials(w.device, w.family_hash, half)

@@ -58,11 +58,14 @@ def candidates(x, config, module) -> list[tuple[str, Callable[[], object]]]:
         kernel = getattr(module, "_softmax_row")
         rows, cols = x.shape
         grid = (triton.cdiv(rows, config["rows_per_program"]),)
-        sx, sy = x.stride(0), y.stride(0)
+        # the row kernel takes lengths in grains, as the module's launch() passes them
+        grain = module._row_grain(16 // x.element_size(), cols, x.stride(0), y.stride(0))
+        cg, sx, sy = cols // grain, x.stride(0) // grain, y.stride(0) // grain
         blk, rpp = config["block"], config["rows_per_program"]
         nw, ns = config["num_warps"], config["num_stages"]
         out.append(("bare Triton kernel[grid](...)", lambda: kernel[grid](
-            x, y, rows, cols, sx, sy, BLOCK=blk, ROWS=rpp, num_warps=nw, num_stages=ns)))
+            x, y, rows, cg, sx, sy, BLOCK=blk, ROWS=rpp, GRAIN=grain, num_warps=nw,
+            num_stages=ns)))
     out.append(("torch.empty_like (alloc only)", lambda: torch.empty_like(x)))
     return out
 

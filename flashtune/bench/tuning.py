@@ -55,8 +55,8 @@ def problem_label(problem: dict) -> str:
     bucket = problem["bucket"]
     if "rows_bucket" in bucket:
         shape = f"{bucket['rows_bucket']}x{bucket['cols_bucket']}"
-        if bucket.get("unaligned_rows"):
-            shape += " odd-width"
+        if "row_grain" in bucket:  # rows not of whole 16-byte vectors
+            shape += f" grain {bucket['row_grain']}"
     else:
         shape = " ".join(f"{k}={v}" for k, v in sorted(bucket.items()))
     return f"{problem['op']} {problem['dtype']} {shape}"

@@ -111,7 +111,8 @@ def _bucket_text(bucket: dict) -> str:
             n = f"{n}/{bucket.get('nk_bucket', '?')}"
         return (f"d{bucket['head_dim']} n{n} bh{bucket.get('bh_bucket', '?')}"
                 + (" causal" if bucket.get("causal") else ""))
-    odd = " odd-width" if bucket.get("unaligned_rows") else ""  # softmax_space.UNALIGNED_FIELD
+    grain = bucket.get("row_grain")  # softmax_space.GRAIN_FIELD: rows not of whole vectors
+    odd = "" if grain is None else f" grain {grain}"
     return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}{odd}"
 
 

@@ -2,8 +2,9 @@
 
 The winner table, the chooser and the logging are written once; a family differs only in how
 a problem is bucketed, when a stored config cannot run it, the heuristic default, which bucket
-fields a "nearest" winner must share exactly (attention: the head dim and the causal flag; a
-config tuned for another head dim or masking says little), and how a problem is named in logs.
+fields a "nearest" winner must share exactly (softmax: the row grain; attention: the head dim
+and the causal flag; a config tuned for another head dim or masking says little), and how a
+problem is named in logs.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ def _tile_suits_width(config, cols_bucket: int) -> bool:
     return config["block"] <= width
 
 
+# A softmax winner serves only problems of its own row grain (see softmax_space.problem_bucket).
 SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
-                   softmax_space.default_config, (), _softmax_text, _softmax_transfers)
+                   softmax_space.default_config, (softmax_space.GRAIN_FIELD,), _softmax_text,
+                   _softmax_transfers)
 ATTENTION = OpFamily("attention", attention_space.problem_bucket, attention_space.problem_misfit,
                      attention_space.default_config, ("head_dim", "causal"),
                      _attention_text)

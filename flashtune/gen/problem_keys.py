@@ -34,18 +34,7 @@ def check_problem_key(op: str, dtype: Any, bucket: Any) -> None:
     if not isinstance(bucket, Mapping):
         raise TypeError(f"bucket must be an object, got {type(bucket).__name__}")
     if op in softmax_space.OPS:
-        unaligned = softmax_space.UNALIGNED_FIELD
-        if unaligned in bucket:
-            # problem_bucket sets the flag for rows of odd width only, and then always True
-            if bucket[unaligned] is not True:
-                raise ValueError(f"bucket {unaligned} must be true where present, "
-                                 f"got {bucket[unaligned]!r}")
-            _check_fields(bucket, ("cols_bucket", "rows_bucket", unaligned))
-        else:
-            _check_fields(bucket, ("cols_bucket", "rows_bucket"))
-        _check_pow2(bucket, "rows_bucket", MAX_BUCKET)
-        # problem_bucket rounds columns up: the widest row a kernel takes, rounded up
-        _check_pow2(bucket, "cols_bucket", 1 << (softmax_space.MAX_COLS - 1).bit_length())
+        _check_softmax_bucket(dtype, bucket)
         return
     _check_fields(bucket, ("bh_bucket", "causal", "head_dim", "nk_bucket", "nq_bucket"))
     head_dim = bucket["head_dim"]
@@ -57,6 +46,25 @@ def check_problem_key(op: str, dtype: Any, bucket: Any) -> None:
         _check_pow2(bucket, name, MAX_BUCKET)
     if type(bucket["causal"]) is not bool:
         raise TypeError(f"bucket causal must be true or false, got {bucket['causal']!r}")
+
+
+def _check_softmax_bucket(dtype: str, bucket: Mapping[str, Any]) -> None:
+    grain = softmax_space.GRAIN_FIELD
+    _check_fields(bucket, ("cols_bucket", "rows_bucket", grain) if grain in bucket
+                  else ("cols_bucket", "rows_bucket"))
+    _check_pow2(bucket, "rows_bucket", MAX_BUCKET)
+    # problem_bucket rounds columns up: the widest row a kernel takes, rounded up
+    _check_pow2(bucket, "cols_bucket", 1 << (softmax_space.MAX_COLS - 1).bit_length())
+    if grain in bucket:
+        _check_pow2(bucket, grain, 8)
+    # The widest problem of the bucket's grain must give this very bucket: refuses a grain no
+    # row length of these columns has (fp16 columns bucket 4 with grain 2), a grain of a whole
+    # vector (problem_bucket leaves such rows without the field), and rows of fewer than one
+    # vector without the field.
+    expected = softmax_space.problem_bucket(softmax_space.bucket_problem(bucket, dtype))
+    if expected != dict(bucket):
+        raise ValueError(f"bucket {dict(bucket)} is no {dtype} problem's bucket (problems of "
+                         f"those columns have buckets like {expected})")
 
 
 def _check_fields(bucket: Mapping[str, Any], fields: tuple[str, ...]) -> None:

@@ -184,38 +184,52 @@ class SoftmaxProblem:
     dtype: str  # "float16" | "bfloat16" | "float32"
 
 
-# The bucket field of rows that do not start on 16-byte boundaries (see problem_bucket).
-UNALIGNED_FIELD = "unaligned_rows"
+# The bucket field of rows that are not a whole number of 16-byte vectors (see problem_bucket).
+GRAIN_FIELD = "row_grain"
 
 
-def problem_bucket(problem: SoftmaxProblem) -> dict[str, Any]:
-    """Cache-key fields of a problem: rows and columns rounded up to powers of two, and
-    ``unaligned_rows: True`` for rows of odd width (not a whole number of 16-byte vectors).
+def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
+    """Cache-key fields of a problem: rows and columns rounded up to powers of two and, for rows
+    that are not a whole number of 16-byte vectors, ``row_grain``: the largest power of two
+    that divides the row length (1 for odd widths, 2 or 4 for 16-bit rows of 2 or 4 mod 8).
 
     Every config that fits a bucket's largest problem fits all its problems (the row regime
     needs block >= n_cols, and n_cols <= the columns bucket).
 
-    Why alignment is part of the key: the fastest config of rows that start on 16-byte
-    boundaries says little about rows that do not. Their kernels load whole vectors only with
-    the aligned walk (``align``), which the tuner offers for odd widths alone; a winner tuned
-    on 4096 x 65536 served 4096 x 50257 without it (H200, sixteenth session, fp16 softmax
-    backward: 537 us against 401 us for the default). With the field, odd widths take only
-    winners tuned on odd widths (exact or nearest), else the default. Aligned widths keep the
-    two-field bucket of earlier versions, so their stored winners still serve.
+    Why the grain is part of the key: the fastest config of rows that start on 16-byte
+    boundaries says little about rows that do not, nor one grain about another. Odd widths
+    load whole vectors only with the aligned walk (``align``), which the tuner offers for
+    them alone: a winner tuned on 1024 x 65536 served 1024 x 50001 at 159 us against 83 us
+    for its default (H100, seventeenth session, fp16 softmax). The row kernels load vectors
+    of the grain (``_row_grain`` in the row templates), and narrow odd widths want other
+    tiles than narrow even ones (200000 x 33 fp16: 17 us with 1-warp 512-element tiles,
+    35 us with the tiles of 200000 x 36's default, whose own time is 11 us). With the field,
+    a problem takes only winners tuned on its own grain (exact, and nearest: a field the
+    dispatcher matches exactly), else the default. Aligned widths keep the two-field bucket.
     """
-    bucket: dict[str, Any] = {"rows_bucket": _next_pow2(problem.n_rows),
-                              "cols_bucket": _next_pow2(problem.n_cols)}
-    if not _rows_aligned(problem):
-        bucket[UNALIGNED_FIELD] = True
+    bucket = {"rows_bucket": _next_pow2(problem.n_rows), "cols_bucket": _next_pow2(problem.n_cols)}
+    grain = row_grain(problem)
+    if grain < _vector(problem):
+        bucket[GRAIN_FIELD] = grain
     return bucket
 
 
+def row_grain(problem: SoftmaxProblem) -> int:
+    """The largest power of two, up to one 16-byte vector of elements, that divides the row
+    length: the vector width rows of a contiguous (rows, cols) tensor can be loaded with."""
+    vector = _vector(problem)
+    lowest = problem.n_cols & -problem.n_cols
+    return vector if lowest == 0 or lowest > vector else lowest
+
+
 def bucket_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
-    """The widest problem of a bucket (its rows and columns at the bucket's size; one column
-    less where the bucket is of odd widths): what ``flashtune show`` compares defaults on."""
+    """The widest problem of a bucket, of the bucket's grain: rows and columns at the bucket's
+    size, or the widest row length of that grain below it. What ``flashtune show`` compares
+    defaults on, and what import checks a bucket against (a bucket no problem has is refused)."""
     n_cols = int(bucket["cols_bucket"])
-    if bucket.get(UNALIGNED_FIELD, False):
-        n_cols = max(1, n_cols - 1)
+    grain = bucket.get(GRAIN_FIELD)
+    if grain is not None and int(grain) < n_cols:
+        n_cols -= int(grain)  # a power of two times an odd number: exactly that grain
     return SoftmaxProblem(int(bucket["rows_bucket"]), n_cols, dtype)
 
 
@@ -453,9 +467,14 @@ def _elem_bytes(problem: SoftmaxProblem) -> int:
     return 4 if problem.dtype == "float32" else 2
 
 
+def _vector(problem: SoftmaxProblem) -> int:
+    """Elements per 16-byte vector."""
+    return 16 // _elem_bytes(problem)
+
+
 def _rows_aligned(problem: SoftmaxProblem) -> bool:
     """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary."""
-    return problem.n_cols % (16 // _elem_bytes(problem)) == 0
+    return problem.n_cols % _vector(problem) == 0
 
 
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:

@@ -37,6 +37,9 @@ class _ShapeOnly:
     def dim(self):
         return len(self.shape)
 
+    def element_size(self):
+        return self.dtype.itemsize  # launch helpers size vectors with it (the aligned walk)
+
     @staticmethod
     def data_ptr():
         return 0  # torch's allocator aligns real buffers to >= 16 bytes as well
