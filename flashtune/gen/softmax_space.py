@@ -202,10 +202,11 @@ def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
     them alone: a winner tuned on 1024 x 65536 served 1024 x 50001 at 159 us against 83 us
     for its default (H100, seventeenth session, fp16 softmax). The row kernels load vectors
     of the grain (``_row_grain`` in the row templates), and narrow odd widths want other
-    tiles than narrow even ones (200000 x 33 fp16: 17 us with 1-warp 512-element tiles,
-    35 us with the tiles of 200000 x 36's default, whose own time is 11 us). With the field,
-    a problem takes only winners tuned on its own grain (exact, and nearest: a field the
-    dispatcher matches exactly), else the default. Aligned widths keep the two-field bucket.
+    tiles than narrow even ones (H100, CUDA-graph replay: 200000 x 33 fp16 ran 17 us with its
+    1-warp 512-element tiles against 35 us with the tiles of 200000 x 36's default). With
+    the field, a problem takes only winners tuned on its own grain (exact, and nearest: a
+    field the dispatcher matches exactly), else the default. Aligned widths keep the
+    two-field bucket.
     """
     bucket = {"rows_bucket": _next_pow2(problem.n_rows), "cols_bucket": _next_pow2(problem.n_cols)}
     grain = row_grain(problem)
