@@ -447,12 +447,16 @@ def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
     ("softmax_backward", (8, 33), "bfloat16", {}),                  # row regime, grain 1
     ("softmax", (4096, 50257), "float16", {}),                      # online, aligned walk
     ("log_softmax_backward", (4096, 50257), "float32", {}),         # backward aligned walk
+    ("softmax", (16, 1048576), "float16", {}),                      # persistent fused split
+    ("log_softmax", (64, 65536), "float32", {}),                     # split regime
+    ("softmax_backward", (16, 1048576), "bfloat16", {}),            # backward split
 ])
 def test_precompile_stand_ins_pass_the_launch_helpers(monkeypatch, op, shape, dtype, changes):
     """The compile pool launches each candidate on shape-only stand-ins (no GPU, no data): every
     host helper a launch() calls must accept them. Defect: the row grain helper asked the
     stand-in for element_size(), the AttributeError was swallowed, and tuning silently stopped
-    precompiling row candidates. Here the kernels are replaced by a recorder."""
+    precompiling row candidates (the aligned walk's, and the split's one-launch check reading
+    is_cuda, never were). Here the kernels are replaced by a recorder."""
     import flashtune.tuner.precompile as precompile
     from flashtune.gen import load_variant
     from flashtune.gen.softmax_space import default_config

@@ -191,7 +191,8 @@ GRAIN_FIELD = "row_grain"
 def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
     """Cache-key fields of a problem: rows and columns rounded up to powers of two and, for rows
     that are not a whole number of 16-byte vectors, ``row_grain``: the largest power of two
-    that divides the row length (1 for odd widths, 2 or 4 for 16-bit rows of 2 or 4 mod 8).
+    that divides the row length (1 for odd widths, 2 for widths of 2 mod 4, and for 16-bit
+    rows 4 for widths of 4 mod 8).
 
     Every config that fits a bucket's largest problem fits all its problems (the row regime
     needs block >= n_cols, and n_cols <= the columns bucket).

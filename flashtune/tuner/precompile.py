@@ -40,6 +40,10 @@ class _ShapeOnly:
     def element_size(self):
         return self.dtype.itemsize  # launch helpers size vectors with it (the aligned walk)
 
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"  # the split's one-launch check reads it
+
     @staticmethod
     def data_ptr():
         return 0  # torch's allocator aligns real buffers to >= 16 bytes as well
