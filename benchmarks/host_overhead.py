@@ -51,10 +51,10 @@ def _parse_shape(text: str) -> tuple[int, int]:
 def fast_candidates(x, config, module) -> list[tuple[str, object, object]]:
     """(name, wrapper or None, call) for the fast launch path; a wrapper runs the timing."""
     import torch
-    import triton
 
     import flashtune
     import flashtune.dispatch as dispatch
+    from flashtune.bench.overhead import row_kernel_call
     from flashtune.dispatch import fast_launch
     from flashtune.dispatch.plans import forward_plan
 
@@ -85,16 +85,9 @@ def fast_candidates(x, config, module) -> list[tuple[str, object, object]]:
     kernel = getattr(module, "_softmax_row", None)
     if config["regime"] == "row" and sup is not None and type(kernel) is sup.jit_cls:
         stand_in = fast_launch.FastKernel(kernel, sup)
-        rows, cols = x.shape
-        grid = (triton.cdiv(rows, config["rows_per_program"]),)
-        # the row kernel takes lengths in grains, as the module's launch() passes them
-        grain = module._row_grain(16 // x.element_size(), cols, x.stride(0), y.stride(0))
-        cg, sx, sy = cols // grain, x.stride(0) // grain, y.stride(0) // grain
-        blk, rpp = config["block"], config["rows_per_program"]
-        nw, ns = config["num_warps"], config["num_stages"]
-        out.append(("FastKernel kernel[grid](...)", None, lambda: stand_in[grid](
-            x, y, rows, cg, sx, sy, BLOCK=blk, ROWS=rpp, GRAIN=grain, num_warps=nw,
-            num_stages=ns)))
+        grid, args, kwargs = row_kernel_call(module, config, x, y)
+        out.append(("FastKernel kernel[grid](...)", None,
+                    lambda: stand_in[grid](*args, **kwargs)))
     for name, _, fn in out:  # each must compute softmax before it is timed
         if name.startswith(("plan", "generated", "FastKernel")):
             y.zero_()

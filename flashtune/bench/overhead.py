@@ -41,7 +41,6 @@ def time_calls(fn: Callable[[], object], iters: int, repeats: int,
 def candidates(x, config, module) -> list[tuple[str, Callable[[], object]]]:
     """(name, call) pairs on input ``x``; ``module`` is the loaded variant of ``config``."""
     import torch
-    import triton
 
     import flashtune
 
@@ -56,18 +55,24 @@ def candidates(x, config, module) -> list[tuple[str, Callable[[], object]]]:
     ]
     if config["regime"] == "row":
         kernel = getattr(module, "_softmax_row")
-        rows, cols = x.shape
-        grid = (triton.cdiv(rows, config["rows_per_program"]),)
-        # the row kernel takes lengths in grains, as the module's launch() passes them
-        grain = module._row_grain(16 // x.element_size(), cols, x.stride(0), y.stride(0))
-        cg, sx, sy = cols // grain, x.stride(0) // grain, y.stride(0) // grain
-        blk, rpp = config["block"], config["rows_per_program"]
-        nw, ns = config["num_warps"], config["num_stages"]
-        out.append(("bare Triton kernel[grid](...)", lambda: kernel[grid](
-            x, y, rows, cg, sx, sy, BLOCK=blk, ROWS=rpp, GRAIN=grain, num_warps=nw,
-            num_stages=ns)))
+        grid, args, kwargs = row_kernel_call(module, config, x, y)
+        out.append(("bare Triton kernel[grid](...)", lambda: kernel[grid](*args, **kwargs)))
     out.append(("torch.empty_like (alloc only)", lambda: torch.empty_like(x)))
     return out
+
+
+def row_kernel_call(module, config, x, y) -> tuple[tuple, tuple, dict]:
+    """(grid, args, kwargs) of a bare launch of the row variant ``module``'s kernel on (x, y),
+    as its launch() builds them: row length and strides in grains (``_row_grain``)."""
+    import triton
+
+    rows, cols = x.shape
+    grain = module._row_grain(16 // x.element_size(), cols, x.stride(0), y.stride(0))
+    grid = (triton.cdiv(rows, config["rows_per_program"]),)
+    args = (x, y, rows, cols // grain, x.stride(0) // grain, y.stride(0) // grain)
+    kwargs = dict(BLOCK=config["block"], ROWS=config["rows_per_program"], GRAIN=grain,
+                  num_warps=config["num_warps"], num_stages=config["num_stages"])
+    return grid, args, kwargs
 
 
 def measure_overhead(device: str, shape: tuple[int, int] = (4, 128), dtype: str = "float16",
