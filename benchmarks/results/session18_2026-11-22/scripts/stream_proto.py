@@ -54,40 +54,40 @@ def _seg_stats(x, mask):
 
 
 @triton.jit
-def _publish(part_m, part_d, cnt, tot, r, s, S, m, d, SPOW2: tl.constexpr):
-    tl.store(part_m + r * S + s, m)
-    tl.store(part_d + r * S + s, d)
-    c = tl.atomic_add(cnt + r, 1, sem="acq_rel")
-    if c == S - 1:
-        idx = tl.arange(0, SPOW2)
-        pm = tl.load(part_m + r * S + idx, mask=idx < S, other=float("-inf"), cache_modifier=".cg")
-        pd = tl.load(part_d + r * S + idx, mask=idx < S, other=0.0, cache_modifier=".cg")
-        M = tl.max(pm, axis=0)
-        M_safe = tl.where(M == float("-inf"), 0.0, M)
-        D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
-        tl.atomic_xchg(tot + r, _pack(M, D), sem="release")
+def _row_total(slots, row, S, idx, words, MAX_POLLS: tl.constexpr):
+    """The row's (M, D) from its S published partial words (zero: not yet), polled until all
+    are there. `words`: a first poll the caller issued early."""
+    polls = 0
+    while (tl.max(tl.where(words == 0, 1, 0), axis=0) == 1) & (polls < MAX_POLLS):
+        words = tl.load(slots + row * S + idx, mask=idx < S, other=1, volatile=True)
+        polls += 1
+    pm, pd = _unpack(words)
+    pm = tl.where(idx < S, pm, float("-inf"))
+    pd = tl.where(idx < S, pd, 0.0)
+    M = tl.max(pm, axis=0)
+    M_safe = tl.where(M == float("-inf"), 0.0, M)
+    D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
+    return M, D
 
 
 @triton.jit
-def _write(y_ptr, y_stride, tot, r, x, cols, mask, MAX_POLLS: tl.constexpr):
-    w = tl.load(tot + r, volatile=True)
-    polls = 0
-    while (w == 0) & (polls < MAX_POLLS):
-        w = tl.load(tot + r, volatile=True)
-        polls += 1
-    M, D = _unpack(w)
+def _write(y_ptr, y_stride, r, x, M, D, cols, mask):
     y = tl.exp2((x.to(tl.float32) - M) * 1.4426950408889634) * (1.0 / D)
     tl.store(y_ptr + r.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def stream_kernel(x_ptr, y_ptr, part_m, part_d, cnt, tot, stale_cnt, stale_tot, n_stale,
+def stream_kernel(x_ptr, y_ptr, slots, stale, n_stale,
                   n_rows, n_cols, x_stride, y_stride, seg_len, S, G, P,
                   BLOCK: tl.constexpr, SPOW2: tl.constexpr, MAX_POLLS: tl.constexpr):
+    # No fences and no counters: a partial is one 64-bit word published by a relaxed exchange;
+    # every program polls its row's S words itself (an acq_rel counter per row cost a fence
+    # per row in every program: 2x slower).
     p = tl.program_id(0)
     s = p % S
     g = p // S
     lane = tl.arange(0, BLOCK)
+    idx = tl.arange(0, SPOW2)
     cols = s * seg_len + lane
     seg_end = tl.minimum(s * seg_len + seg_len, n_cols)
     cmask = cols < seg_end
@@ -96,9 +96,19 @@ def stream_kernel(x_ptr, y_ptr, part_m, part_d, cnt, tot, stale_cnt, stale_tot, 
     x{{ k }} = tl.load(x_ptr + (g + {{ k }} * G).to(tl.int64) * x_stride + cols,
                        mask=cols < tl.where(n_mine > {{ k }}, seg_end, 0), other=0.0)
 {% endfor %}
-    xp = x0
+    # Segments held for the output, LAG rows behind the one being reduced: h1 the newest.
+    # Each starts as its own zeros: Triton carries a name through a loop only if the body
+    # rebinds it to a value other than its value before the loop, and `h1 = xc` (= x0 before
+    # the loop on the first pass) would look unchanged: the loop would keep the prologue's row.
+{% for k in range(1, lag + 1) %}
+    h{{ k }} = tl.zeros_like(x0)
+{% endfor %}
     for i in range(0, n_mine):
         r = g + i * G
+        # First poll of the partials of the row written this turn, issued before the
+        # reduction so that its latency hides behind it (all ones while i < LAG: unused).
+        words = tl.load(slots + (r - {{ lag }} * G) * S + idx,
+                        mask=idx < tl.where(i >= {{ lag }}, S, 0), other=1, volatile=True)
         xc = x0
 {% for k in range(depth - 1) %}
         x{{ k }} = x{{ k + 1 }}
@@ -107,44 +117,56 @@ def stream_kernel(x_ptr, y_ptr, part_m, part_d, cnt, tot, stale_cnt, stale_tot, 
                                    mask=cols < tl.where(n_mine > i + {{ depth }}, seg_end, 0),
                                    other=0.0)
         m, d = _seg_stats(xc, cmask)
-        _publish(part_m, part_d, cnt, tot, r, s, S, m, d, SPOW2)
-        if i > 0:
-            _write(y_ptr, y_stride, tot, r - G, xp, cols, cmask, MAX_POLLS)
-        xp = xc
-    if n_mine > 0:
-        _write(y_ptr, y_stride, tot, g + (n_mine - 1) * G, xp, cols, cmask, MAX_POLLS)
+        tl.atomic_xchg(slots + r * S + s, _pack(m, d), sem="relaxed")
+        if i >= {{ lag }}:
+            M, D = _row_total(slots, r - {{ lag }} * G, S, idx, words, MAX_POLLS)
+            _write(y_ptr, y_stride, r - {{ lag }} * G, h{{ lag }}, M, D, cols, cmask)
+{% for k in range(lag, 1, -1) %}
+        h{{ k }} = h{{ k - 1 }}
+{% endfor %}
+        h1 = xc
+{% for k in range(lag, 0, -1) %}
+    if n_mine >= {{ k }}:
+        row = g + (n_mine - {{ k }}) * G
+        words = tl.load(slots + row * S + idx, mask=idx < S, other=1, volatile=True)
+        M, D = _row_total(slots, row, S, idx, words, MAX_POLLS)
+        _write(y_ptr, y_stride, row, h{{ k }}, M, D, cols, cmask)
+{% endfor %}
     for j in range(p, n_stale, P):
-        tl.store(stale_cnt + j, 0)
-        tl.store(stale_tot + j, 0)
+        tl.store(stale + j, 0)
 '''
 
 _MODS = {}
 
 
-def kernel_for(depth):
-    if depth not in _MODS:
-        src = jinja2.Template(SRC, undefined=jinja2.StrictUndefined).render(depth=depth)
+# Triton's default of 3 stages pipelines the in-loop load into a shared-memory ring that a
+# segment held two iterations (x -> xc -> xp) outlives: wrong outputs on the GPU.
+NUM_STAGES = int(os.environ.get("NUM_STAGES", "1"))
+
+
+def kernel_for(depth, lag=1):
+    if (depth, lag) not in _MODS:
+        src = jinja2.Template(SRC, undefined=jinja2.StrictUndefined).render(
+            depth=depth, lag=lag)
         d = tempfile.mkdtemp(prefix="stream_proto_")
-        path = os.path.join(d, f"stream_d{depth}.py")
+        path = os.path.join(d, f"stream_d{depth}_l{lag}.py")
         with open(path, "w") as f:
             f.write(src)
-        spec = importlib.util.spec_from_file_location(f"stream_d{depth}", path)
+        spec = importlib.util.spec_from_file_location(f"stream_d{depth}_l{lag}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        _MODS[depth] = mod.stream_kernel
-    return _MODS[depth]
+        _MODS[depth, lag] = mod.stream_kernel
+    return _MODS[depth, lag]
 
 
 class Workspace:
-    def __init__(self, device, cap=1 << 16):
-        self.cnt = torch.zeros((2, cap), dtype=torch.int32, device=device)
-        self.tot = torch.zeros((2, cap), dtype=torch.int64, device=device)
-        self.part = torch.empty((2, 1 << 20), dtype=torch.float32, device=device)
+    def __init__(self, device, cap=1 << 20):
+        self.words = torch.zeros((2, cap), dtype=torch.int64, device=device)
         self.half = 0
         self.written = [0, 0]
 
 
-def stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms):
+def stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag=1):
     n_rows, n_cols = x.shape
     P = sms * pps
     S = P // groups
@@ -153,14 +175,15 @@ def stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms):
     if seg_len > block:
         return None
     h = ws.half
-    kernel_for(depth)[(P,)](
-        x, y, ws.part[0], ws.part[1], ws.cnt[h], ws.tot[h], ws.cnt[1 - h], ws.tot[1 - h],
-        ws.written[1 - h], n_rows, n_cols, x.stride(0), y.stride(0), seg_len, S, groups, P,
-        BLOCK=block, SPOW2=triton.next_power_of_2(S), MAX_POLLS=1 << 16, num_warps=warps)
+    compiled = kernel_for(depth, lag)[(P,)](
+        x, y, ws.words[h], ws.words[1 - h], ws.written[1 - h], n_rows, n_cols, x.stride(0),
+        y.stride(0), seg_len, S, groups, P,
+        BLOCK=block, SPOW2=triton.next_power_of_2(S), MAX_POLLS=1 << 16, num_warps=warps,
+        num_stages=NUM_STAGES)
     ws.written[1 - h] = 0
-    ws.written[h] = n_rows
+    ws.written[h] = n_rows * S
     ws.half = 1 - h
-    return y
+    return compiled
 
 
 def main():
@@ -177,11 +200,13 @@ def main():
     print(f"device {torch.cuda.get_device_name()} sms {sms} torch {torch.__version__} triton {triton.__version__}")
     print(f"1 GiB copy: {copy_bw:.0f} GB/s")
     ws = Workspace(dev)
-    grid = list(itertools.product(
-        [int(v) for v in os.environ.get("PPS", "2,4").split(",")],
-        [int(v) for v in os.environ.get("WARPS", "4,8").split(",")],
+    pairs = [tuple(int(v) for v in pw.split("/")) for pw in
+             os.environ.get("PPS_WARPS", "2/8,4/4,2/4").split(",")]
+    grid = [(pps, warps, g, dd, lag) for (pps, warps), g, dd, lag in itertools.product(
+        pairs,
         [int(v) for v in os.environ.get("GROUPS", "1,2,4").split(",")],
-        [int(v) for v in os.environ.get("DEPTHS", "1,2,3").split(",")]))
+        [int(v) for v in os.environ.get("DEPTHS", "1,2").split(",")],
+        [int(v) for v in os.environ.get("LAGS", "1,2,3").split(",")])]
     rows = []
     for (R, C), dt in itertools.product(shapes, dtypes):
         torch.manual_seed(0)
@@ -197,31 +222,41 @@ def main():
         print(f"\n{R}x{C} {dt}: torch {t_torch*1e3:.1f} us, flashtune {t_ft*1e3:.1f} us ({pct(t_ft):.0f}%), "
               f"same-size copy {t_copy*1e3:.1f} us ({pct(t_copy):.0f}%), err torch {err_t:.2e}")
         best = None
-        for pps, warps, groups, depth in grid:
+        for pps, warps, groups, depth, lag in grid:
             S = sms * pps // groups
             block = triton.next_power_of_2(triton.cdiv(triton.cdiv(C, S), 16) * 16)
             if block > 16384 or block * x.element_size() // (32 * warps) > 64:
                 continue
             y = torch.full_like(x, float("nan"))
             try:
-                stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms)
+                ck = stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag)
                 torch.cuda.synchronize()
+                regs = ck.n_regs
+                fit = min(65536 // max(regs * 32 * warps, 1), 64 // warps)
+                if fit < pps:
+                    print(f"  pps={pps} w={warps} G={groups} D={depth} L={lag}: {regs} regs, "
+                          f"{fit} programs fit per SM: skipped")
+                    continue
                 err = (y.double() - ref).abs().max().item()
                 ok = err <= 1.1 * err_t + 2 * 2 ** -10 * ref.max().item() and not torch.isnan(y).any()
                 # repeat to check the alternation of halves
                 for _ in range(3):
                     y.fill_(float("nan"))
-                    stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms)
+                    stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag)
                 torch.cuda.synchronize()
                 err2 = (y.double() - ref).abs().max().item()
                 ok = ok and err2 <= 1.1 * err_t + 2 * 2 ** -10 * ref.max().item()
+                if not ok:
+                    print(f"  pps={pps} w={warps} G={groups} D={depth} L={lag}: WRONG "
+                          f"err={err:.2e}/{err2:.2e}")
+                    continue
                 t = triton.testing.do_bench(
-                    lambda: stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms),
+                    lambda: stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag),
                     return_mode="median")
             except Exception as e:  # noqa: BLE001
-                print(f"  pps={pps} w={warps} G={groups} D={depth} B={block}: FAIL {type(e).__name__} {str(e)[:200]}")
+                print(f"  pps={pps} w={warps} G={groups} D={depth} L={lag} B={block}: FAIL {type(e).__name__} {str(e)[:200]}")
                 continue
-            line = (f"  pps={pps} w={warps} G={groups} D={depth} B={block}: {t*1e3:.1f} us "
+            line = (f"  pps={pps} w={warps} G={groups} D={depth} L={lag} B={block} r{regs}: {t*1e3:.1f} us "
                     f"({pct(t):.0f}%) {'ok' if ok else 'WRONG err=%.2e' % max(err, err2)}")
             print(line)
             if ok and (best is None or t < best[0]):
