@@ -77,7 +77,7 @@ def _write(y_ptr, y_stride, r, x, M, D, cols, mask):
 
 
 @triton.jit
-def stream_kernel(x_ptr, y_ptr, slots, stale, n_stale,
+def stream_kernel(x_ptr, y_ptr, slots, stale, totals, n_stale,
                   n_rows, n_cols, x_stride, y_stride, seg_len, S, G, P,
                   BLOCK: tl.constexpr, SPOW2: tl.constexpr, MAX_POLLS: tl.constexpr):
     # No fences and no counters: a partial is one 64-bit word published by a relaxed exchange;
@@ -119,7 +119,12 @@ def stream_kernel(x_ptr, y_ptr, slots, stale, n_stale,
         m, d = _seg_stats(xc, cmask)
         tl.atomic_xchg(slots + r * S + s, _pack(m, d), sem="relaxed")
         if i >= {{ lag }}:
+{% if nosync %}
+            M = tl.load(totals + (r - {{ lag }} * G) * 2)
+            D = tl.load(totals + (r - {{ lag }} * G) * 2 + 1)
+{% else %}
             M, D = _row_total(slots, r - {{ lag }} * G, S, idx, words, MAX_POLLS)
+{% endif %}
             _write(y_ptr, y_stride, r - {{ lag }} * G, h{{ lag }}, M, D, cols, cmask)
 {% for k in range(lag, 1, -1) %}
         h{{ k }} = h{{ k - 1 }}
@@ -128,8 +133,13 @@ def stream_kernel(x_ptr, y_ptr, slots, stale, n_stale,
 {% for k in range(lag, 0, -1) %}
     if n_mine >= {{ k }}:
         row = g + (n_mine - {{ k }}) * G
+{% if nosync %}
+        M = tl.load(totals + row * 2)
+        D = tl.load(totals + row * 2 + 1)
+{% else %}
         words = tl.load(slots + row * S + idx, mask=idx < S, other=1, volatile=True)
         M, D = _row_total(slots, row, S, idx, words, MAX_POLLS)
+{% endif %}
         _write(y_ptr, y_stride, row, h{{ k }}, M, D, cols, cmask)
 {% endfor %}
     for j in range(p, n_stale, P):
@@ -142,12 +152,15 @@ _MODS = {}
 # Triton's default of 3 stages pipelines the in-loop load into a shared-memory ring that a
 # segment held two iterations (x -> xc -> xp) outlives: wrong outputs on the GPU.
 NUM_STAGES = int(os.environ.get("NUM_STAGES", "1"))
+# Diagnostic: each row's (M, D) read from `totals` (computed by torch beforehand) instead of
+# polled from the partials: the schedule's cost without its synchronization.
+NOSYNC = int(os.environ.get("NOSYNC", "0"))
 
 
 def kernel_for(depth, lag=1):
     if (depth, lag) not in _MODS:
         src = jinja2.Template(SRC, undefined=jinja2.StrictUndefined).render(
-            depth=depth, lag=lag)
+            depth=depth, lag=lag, nosync=NOSYNC)
         d = tempfile.mkdtemp(prefix="stream_proto_")
         path = os.path.join(d, f"stream_d{depth}_l{lag}.py")
         with open(path, "w") as f:
@@ -164,6 +177,19 @@ class Workspace:
         self.words = torch.zeros((2, cap), dtype=torch.int64, device=device)
         self.half = 0
         self.written = [0, 0]
+        self._totals = {}
+
+    def totals_for(self, x):
+        """(M, D) per row, computed by torch (the NOSYNC diagnostic only)."""
+        if not NOSYNC:
+            return self.words[0]
+        # Keyed by the tensor object, kept alive here so no later tensor reuses its id.
+        if id(x) not in self._totals:
+            xf = x.float()
+            m = xf.amax(-1)
+            d = torch.exp(xf - m[:, None]).sum(-1)
+            self._totals[id(x)] = (x, torch.stack([m, d], -1).contiguous())
+        return self._totals[id(x)][1]
 
 
 def stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag=1):
@@ -176,7 +202,7 @@ def stream_softmax(x, y, ws, pps, warps, groups, depth, block, sms, lag=1):
         return None
     h = ws.half
     compiled = kernel_for(depth, lag)[(P,)](
-        x, y, ws.words[h], ws.words[1 - h], ws.written[1 - h], n_rows, n_cols, x.stride(0),
+        x, y, ws.words[h], ws.words[1 - h], ws.totals_for(x), ws.written[1 - h], n_rows, n_cols, x.stride(0),
         y.stride(0), seg_len, S, groups, P,
         BLOCK=block, SPOW2=triton.next_power_of_2(S), MAX_POLLS=1 << 16, num_warps=warps,
         num_stages=NUM_STAGES)
