@@ -297,6 +297,12 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         rows = max(1, min(64, tile // block, MAX_TILE // block))
         # About 8 to 16 elements per thread.
         warps = max(1, min(32, block * rows // 512))
+        if op.direction == "fwd" and elem_bytes == 4 and block == 128:
+            # fp32 rows of 65 to 128 columns: one warp for the 8-row tile. Eighteenth session,
+            # us against 2 warps (torch.softmax): H200 65536 x 128 20.9 against 21.3 (21.6),
+            # 200000 x 128 52.7 against 54.7 (54.2); H100, seventeenth session's grid,
+            # 200000 x 128 72.7 against 74.0 (74.2), 200000 x 100 58.1 against 61.4 (60.7).
+            warps = 1
         if op.direction == "fwd" and n_cols % 2 and 32 <= block <= (512 if elem_bytes == 2 else 128):
             # Odd widths load element by element (no vector divides the row stride): tiles
             # of 512 elements and one warp. H100, seventeenth session, fp16 / fp32 in us against
