@@ -1,4 +1,4 @@
-"""Row configs for fp32 rows of 128 columns (65536x128 of the benchmark set ran at 0.99x
+"""Row configs for fp32 rows of 128 columns (GRID_CASES: other shapes) (65536x128 of the benchmark set ran at 0.99x
 torch.softmax on the H200 with the default, rows=8 warps=2), through the fast launch path,
 in interleaved rounds next to torch.softmax. do_bench medians (L2 flushed), 25 ms warm-up,
 100 ms of repetitions; us, median over rounds."""
@@ -19,15 +19,19 @@ def t(fn):
 
 def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
-    for (r, c), dname in [((65536, 128), "float32"), ((200000, 128), "float32"),
-                          ((65536, 128), "float16")]:
+    import os
+    cases = [((65536, 128), "float32"), ((200000, 128), "float32"), ((65536, 128), "float16")]
+    if os.environ.get("GRID_CASES"):  # e.g. 200000x64:float32,65536x32:float32
+        cases = [(tuple(int(v) for v in s.split(":")[0].split("x")), s.split(":")[1])
+                 for s in os.environ["GRID_CASES"].split(",")]
+    for (r, c), dname in cases:
         dt = getattr(torch, dname)
         x = torch.randn(r, c, device="cuda").to(dt)
         ref = torch.softmax(x.double(), -1)
         base = default_config("softmax", SoftmaxProblem(r, c, dname)).as_dict()
         fns = {"torch": lambda: torch.softmax(x, -1)}
         y = torch.empty_like(x)
-        for rows, warps in itertools.product((2, 4, 8, 16, 32), (1, 2, 4, 8)):
+        for rows, warps in itertools.product((2, 4, 8, 16, 32, 64), (1, 2, 4, 8)):
             if c * rows < 32 * warps or c * rows > 8192:
                 continue
             cfg = dict(base, rows_per_program=rows, num_warps=warps)
