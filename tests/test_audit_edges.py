@@ -85,6 +85,24 @@ def test_env_reports_an_invalid_database_url(capsys, monkeypatch):
     assert "torch" in out and "FLASHTUNE_DB" in out  # the rest of the report is still there
 
 
+@pytest.mark.parametrize("url", ["postgresql://user:secretpw@host/db",  # valid
+                                 "mysql://user:secretpw@host/db",  # unsupported backend
+                                 "postgresql://user:secretpw@:notaport/db"])  # unparsable
+def test_database_passwords_stay_out_of_messages(capsys, monkeypatch, url):
+    # the runtime warning and `flashtune env` used to print FLASHTUNE_DB as given
+    from flashtune.cache.runtime import read_runtime_winners
+    from flashtune.cache.keys import DeviceInfo
+
+    monkeypatch.setenv("FLASHTUNE_DB", url)
+    rc, out, err = _cli(capsys, "env")
+    assert rc == 0 and "secretpw" not in out + err and "user:***@" in out
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert read_runtime_winners(DeviceInfo("GPU", "9.0", 132, "3.6.0")) == []
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert messages and not any("secretpw" in m for m in messages), messages
+
+
 @pytest.mark.parametrize("spelling", ["absolute", "dot-relative", "relative"])
 def test_export_refuses_to_overwrite_its_own_database(tmp_path, capsys, monkeypatch, spelling):
     # `flashtune export tuned.sqlite --db tuned.sqlite` used to replace the database by the

@@ -223,6 +223,10 @@ def _exported(tmp_path, url) -> dict:
     (lambda r: r.update(trials=2.5), "trials must be an int"),
     (lambda r: r.update(tuned_at="yesterday"), "isoformat"),
     (lambda r: r.update(bucket=[1, 2]), "bucket must be an object"),
+    # text the database could not store as given: named here, not failing inside the database
+    (lambda r: r["device"].update(name="H\ud800100"), "device_name: not valid Unicode"),
+    (lambda r: r["device"].update(name="x" * 201), "device_name: 201 characters, at most 200"),
+    (lambda r: r.update(flashtune_version="9" * 65), "flashtune_version: 65 characters"),
 ])
 def test_import_rejects_bad_rows(db_url, tmp_path, tamper, reason):
     document = _exported(tmp_path, db_url)
@@ -243,6 +247,10 @@ def test_import_rejects_bad_rows(db_url, tmp_path, tamper, reason):
     (json.dumps({"winners": []}), "not a flashtune winners export"),
     (json.dumps({"format": "flashtune-winners", "schema_version": 99, "winners": []}), "version 99"),
     (json.dumps({"format": "flashtune-winners", "schema_version": 1, "winners": {}}), "must be a list"),
+    # true == 1 and 1.0 == 1 in Python: the version must be the integer itself
+    (json.dumps({"format": "flashtune-winners", "schema_version": True, "winners": []}), "version True"),
+    (json.dumps({"format": "flashtune-winners", "schema_version": 1.0, "winners": []}), "version 1.0"),
+    ('{"format": "flashtune-winners", "schema_version": ' + "1" * 5000 + "}", "not a JSON file"),
 ])
 def test_import_rejects_bad_files(sqlite_url, tmp_path, content, reason):
     path = tmp_path / "x.json"
@@ -269,6 +277,17 @@ def test_cli_export_and_import(sqlite_url, tmp_path, monkeypatch, capsys):
     assert cli_main(["import", str(out), "--db", other]) == 2
     err = capsys.readouterr().err
     assert "flashtune import: error:" in err and "winners[0]" in err and "block" in err
+
+
+def test_cli_import_refused_leaves_no_database_behind(tmp_path, capsys):
+    # a refused import used to create the database file (and its folders) before checking
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "flashtune-winners", "schema_version": 99, "winners": []}))
+    target = tmp_path / "deep" / "new.sqlite"
+    for source in (bad, tmp_path / "missing.json"):
+        assert cli_main(["import", str(source), "--db", f"sqlite:///{target}"]) == 2
+        assert "flashtune import: error:" in capsys.readouterr().err
+        assert not (tmp_path / "deep").exists()
 
 
 def test_default_database_lives_in_the_cache_folder(tmp_path, monkeypatch):

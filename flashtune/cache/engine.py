@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -25,6 +26,14 @@ MAX_CONNECT_S = 10  # a PostgreSQL server silent for this long is down: say so, 
 _WRITE = "flashtune_write"  # execution option: this transaction will write
 # Key of the PostgreSQL advisory lock that serializes table creation between processes.
 _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
+# "://user:password@" in any text: how messages hide a password that SQLAlchemy could not
+# parse out for them (a URL it cannot parse, or an error message quoting one).
+_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^@\s]*@")
+
+
+def hide_password(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ***, for messages."""
+    return _PASSWORD.sub(r"\1***@", text)
 
 
 def resolve_url(url: str | os.PathLike | URL | None) -> URL:
@@ -48,7 +57,7 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as err:  # ValueError: e.g. a port that is not a number
-        raise ValueError(f"url: not an SQLAlchemy database URL: {err}") from None
+        raise ValueError(f"url: not an SQLAlchemy database URL: {hide_password(str(err))}") from None
     if parsed.get_backend_name() not in SUPPORTED:
         raise ValueError(f"url: backend {parsed.get_backend_name()!r} is not supported; "
                          f"flashtune stores winners in {' or '.join(SUPPORTED)}")

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
-from .engine import (DB_ENV, CACHE_FAILURES, display, explain, make_engine, reading, resolve_url,
+from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine, reading,
+                     resolve_url,
                      sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
@@ -39,7 +40,7 @@ def read_runtime_winners(device: DeviceInfo, url: Any = None, *,
     except Exception as err:  # noqa: BLE001 - the user's model must never fail because of us
         where = _where(url)
         warn_once(where, "error", f"flashtune winner database {where} could not be read "
-                                  f"({type(err).__name__}: {err}); {_FALLBACK}")
+                                  f"({type(err).__name__}: {hide_password(str(err))}); {_FALLBACK}")
         return []
 
 
@@ -89,6 +90,7 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
 def _where(url: Any) -> str:
     try:
         return display(resolve_url(url))
-    except Exception:  # noqa: BLE001 - an unparsable URL: name what was given
+    except Exception:  # noqa: BLE001 - an unparsable URL: name what was given (no password)
         given = url if url is not None else os.environ.get(DB_ENV)
-        return repr(given) if url is not None else f"{DB_ENV}={given!r}"
+        shown = hide_password(repr(given))
+        return shown if url is not None else f"{DB_ENV}={shown}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .keys import DeviceInfo, ProblemKey
-from .models import SCHEMA_VERSION
+from .models import SCHEMA_VERSION, WinnerRow
 from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
                       utc)
 
@@ -98,15 +98,16 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not a JSON file ({err})") from None
-    except UnicodeDecodeError:
+    except UnicodeDecodeError:  # before ValueError, its base class
         raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit
+        raise ValueError(f"{path}: not a JSON file ({err})") from None
     except RecursionError:
         raise ValueError(f"{path}: not a winners export (JSON nested too deeply)") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{path}: not a flashtune winners export (expected \"format\": \"{FORMAT}\")")
-    if document.get("schema_version") != SCHEMA_VERSION:
+    version = document.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:  # true and 1.0 are not 1
         raise ValueError(f"{path}: written with winners schema version "
                          f"{document.get('schema_version')!r}; this flashtune reads version "
                          f"{SCHEMA_VERSION}")
@@ -159,7 +160,7 @@ def row_values(row: Any) -> dict[str, Any]:
         raise TypeError(f"flashtune_version must be a non-empty str, got {row['flashtune_version']!r}")
     if type(row["tuned_at"]) is not str:
         raise TypeError(f"tuned_at must be an ISO 8601 str, got {row['tuned_at']!r}")
-    return {
+    values = {
         "device_name": info.name, "capability": info.capability, "sm_count": info.sm_count,
         "triton_version": info.triton_version, "family_hash": check_family_hash(row["family_hash"]),
         "op": key.op, "dtype": key.dtype, "bucket": key.bucket_json(),
@@ -167,6 +168,24 @@ def row_values(row: Any) -> dict[str, Any]:
         "p80_ms": p80, "trials": check_trials(row["trials"]),
         "flashtune_version": row["flashtune_version"], "tuned_at": utc(row["tuned_at"]),
     }
+    _check_text_columns(values)
+    return values
+
+
+def _check_text_columns(values: dict[str, Any]) -> None:
+    """Every text value storable as it is: UTF-8 encodable (JSON may carry lone surrogates)
+    and within its column's length (PostgreSQL refuses longer values; SQLite would keep
+    them), so a bad row is named here instead of failing inside the database."""
+    for name, value in values.items():
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name}: not valid Unicode text (a lone surrogate)") from None
+        length = getattr(WinnerRow.__table__.c[name].type, "length", None)
+        if length is not None and len(value) > length:
+            raise ValueError(f"{name}: {len(value)} characters, at most {length} fit")
 
 
 def _exact_fields(what: str, value: Any, fields: set[str]) -> None:

@@ -64,8 +64,10 @@ def run(args) -> int:
     lines.append(("database", url))
     lines.append(("cache folder", str(paths.cache_dir())))
     lines.append(("kernel sources", str(paths.kernel_dir())))
-    for name in _SWITCHES:
-        lines.append((name, os.environ.get(name, "(unset)")))
+    from ..cache.engine import hide_password
+
+    for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
+        lines.append((name, hide_password(os.environ.get(name, "(unset)"))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key.ljust(width)}  {value}")

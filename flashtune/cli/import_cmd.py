@@ -22,7 +22,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..cache import TuneDB
+    from ..cache.transfer import load_winners
 
+    # The whole file is checked before the database is opened: opening creates the database
+    # file and its folders, which a refused import must not leave behind. (import_json checks
+    # it again: the file is small, and the database never takes unchecked rows.)
+    load_winners(args.file)
     with TuneDB(args.db) as db:
         stored = db.import_json(args.file)
     print(f"imported {stored} winner(s) from {args.file} (rows not faster than a stored winner "

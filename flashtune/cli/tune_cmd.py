@@ -171,19 +171,22 @@ def _check_journal(journal: str | None) -> None:
 def _check_journal_url(url: str) -> None:
     """Open Optuna's RDB storage once (it creates its tables): a wrong driver, an unreachable
     server or a folder that does not exist is one line now."""
+    from ..cache.engine import hide_password
     from ..tuner.storage import make_storage
 
+    shown = hide_password(url)
     try:
         import optuna
 
         storage = optuna.storages.RDBStorage(make_storage(url))
         storage.engine.dispose()  # the tune opens its own
     except ImportError as err:
-        raise ValueError(f"--journal {url}: its database driver is not installed ({err})") from None
+        raise ValueError(f"--journal {shown}: its database driver is not installed "
+                         f"({hide_password(str(err))})") from None
     except Exception as err:  # noqa: BLE001 - sqlalchemy's and optuna's errors alike
         text = str(getattr(err, "orig", None) or err).strip().splitlines()
-        raise ValueError(f"--journal {url}: cannot open it as an Optuna storage "
-                         f"({type(err).__name__}: {text[0] if text else ''})") from None
+        raise ValueError(f"--journal {shown}: cannot open it as an Optuna storage "
+                         f"({type(err).__name__}: {hide_password(text[0]) if text else ''})") from None
 
 
 def run(args) -> int:
