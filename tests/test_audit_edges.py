@@ -86,6 +86,7 @@ def test_env_reports_an_invalid_database_url(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("url", ["postgresql://user:secretpw@host/db",  # valid
+                                 "postgresql://user@srv:secretpw@host/db",  # "@" in the user
                                  "mysql://user:secretpw@host/db",  # unsupported backend
                                  "postgresql://user:secretpw@:notaport/db"])  # unparsable
 def test_database_passwords_stay_out_of_messages(capsys, monkeypatch, url):
@@ -95,12 +96,28 @@ def test_database_passwords_stay_out_of_messages(capsys, monkeypatch, url):
 
     monkeypatch.setenv("FLASHTUNE_DB", url)
     rc, out, err = _cli(capsys, "env")
-    assert rc == 0 and "secretpw" not in out + err and "user:***@" in out
+    assert rc == 0 and "secretpw" not in out + err and ":***@" in out
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert read_runtime_winners(DeviceInfo("GPU", "9.0", 132, "3.6.0")) == []
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
     assert messages and not any("secretpw" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://admin@srv:pw@srv.example.com/db", "postgresql://admin@srv:***@srv.example.com/db"),
+    ("postgresql://u:p@ss/w:rd@h:5432/db", "postgresql://u:***@h:5432/db"),
+    ("error for mysql://u:pw@h/x (no driver)", "error for mysql://u:***@h/x (no driver)"),
+    # no password: unchanged, SQLite paths with ":" and "@" included
+    ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
+    ("sqlite:////tmp/a:b@c/x.sqlite", "sqlite:////tmp/a:b@c/x.sqlite"),
+    ("sqlite:///a:b@c.sqlite", "sqlite:///a:b@c.sqlite"),
+])
+def test_hide_password(text, shown):
+    from flashtune.cache.engine import hide_password
+
+    assert hide_password(text) == shown
 
 
 @pytest.mark.parametrize("spelling", ["absolute", "dot-relative", "relative"])

@@ -224,8 +224,9 @@ def _exported(tmp_path, url) -> dict:
     (lambda r: r.update(tuned_at="yesterday"), "isoformat"),
     (lambda r: r.update(bucket=[1, 2]), "bucket must be an object"),
     # text the database could not store as given: named here, not failing inside the database
-    (lambda r: r["device"].update(name="H\ud800100"), "device_name: not valid Unicode"),
-    (lambda r: r["device"].update(name="x" * 201), "device_name: 201 characters, at most 200"),
+    (lambda r: r["device"].update(name="H\ud800100"), "device.name: not valid Unicode"),
+    (lambda r: r["device"].update(name="x" * 201), "device.name: 201 characters, at most 200"),
+    (lambda r: r.update(flashtune_version="0.1\x00"), "flashtune_version: contains a NUL"),
     (lambda r: r.update(flashtune_version="9" * 65), "flashtune_version: 65 characters"),
 ])
 def test_import_rejects_bad_rows(db_url, tmp_path, tamper, reason):

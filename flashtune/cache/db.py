@@ -86,8 +86,13 @@ class TuneDB:
 
     @property
     def url(self) -> str:
-        """The database URL as given (may hold a password; messages show a masked form)."""
+        """The database URL as given (may hold a password; messages show `where`)."""
         return self._url.render_as_string(hide_password=False)
+
+    @property
+    def where(self) -> str:
+        """The database URL with its password hidden: what messages show."""
+        return self._where
 
     def __repr__(self) -> str:
         return f"TuneDB({self._where!r})"

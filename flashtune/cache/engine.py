@@ -27,8 +27,10 @@ _WRITE = "flashtune_write"  # execution option: this transaction will write
 # Key of the PostgreSQL advisory lock that serializes table creation between processes.
 _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
 # "://user:password@" in any text: how messages hide a password that SQLAlchemy could not
-# parse out for them (a URL it cannot parse, or an error message quoting one).
-_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^@\s]*@")
+# parse out for them (a URL it cannot parse, or an error message quoting one). The user part
+# may hold "@" (Azure's user@server) and the password "@", "/" or ":" unencoded, so the match
+# runs to the last "@" of the word: when unsure, it hides too much, never too little.
+_PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
 
 
 def hide_password(text: str) -> str:
@@ -275,7 +277,8 @@ def explain(err: BaseException, url: URL, timeout: float) -> str:
     where = display(url)
     orig = getattr(err, "orig", None) or err  # the driver's own message, without SQL echo
     lines = str(orig).strip().splitlines()
-    text = lines[0] if lines else type(orig).__name__
+    # The driver's text may quote the URL (a host name it could not resolve, say).
+    text = hide_password(lines[0]) if lines else type(orig).__name__
     lowered = text.lower()
     if "not a database" in lowered or "malformed" in lowered:
         return (f"{where} is not a readable SQLite database (corrupt, or another kind of "

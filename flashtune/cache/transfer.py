@@ -179,13 +179,21 @@ def _check_text_columns(values: dict[str, Any]) -> None:
     for name, value in values.items():
         if not isinstance(value, str):
             continue
+        field = _FILE_FIELDS.get(name, name)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(f"{name}: not valid Unicode text (a lone surrogate)") from None
+            raise ValueError(f"{field}: not valid Unicode text (a lone surrogate)") from None
+        if "\x00" in value:  # PostgreSQL text cannot hold NUL
+            raise ValueError(f"{field}: contains a NUL character")
         length = getattr(WinnerRow.__table__.c[name].type, "length", None)
         if length is not None and len(value) > length:
-            raise ValueError(f"{name}: {len(value)} characters, at most {length} fit")
+            raise ValueError(f"{field}: {len(value)} characters, at most {length} fit")
+
+
+# Columns whose field in an export file has another name.
+_FILE_FIELDS = {"device_name": "device.name", "capability": "device.capability",
+                "triton_version": "device.triton_version"}
 
 
 def _exact_fields(what: str, value: Any, fields: set[str]) -> None:

@@ -227,12 +227,12 @@ def run(args) -> int:
         with _sigterm_as_interrupt() as received:
             result = run_session(problems, db, options, device=device)
     except TuneInterrupted as stop:
-        return _report_interrupt(stop, received, db.url, args.journal)
+        return _report_interrupt(stop, received, db.where, args.journal)
     finally:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
-          f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.url}"
+          f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.where}"
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
@@ -260,13 +260,15 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _report_interrupt(stop, received: list, db_url: str, journal: str | None) -> int:
+def _report_interrupt(stop, received: list, db_where: str, journal: str | None) -> int:
     """What an interrupted run kept, on stderr; the shell's exit code for the signal."""
+    from ..cache.engine import hide_password
+
     how = received[0] if received else "Ctrl-C"
     done = [p for p in stop.result.problems if p.label != stop.interrupted]
     won = sum(1 for p in done if p.winner is not None)
     finished = (f"{won} of the {len(done)} finished problem(s) have their winner stored in "
-                f"{db_url}" if done else "no problem finished")
+                f"{db_where}" if done else "no problem finished")
     lines = [f"flashtune tune: interrupted ({how}) after {stop.result.wall_s:.1f} s; {finished}"]
     if stop.interrupted is not None:
         cut = [p.error for p in stop.result.problems if p.label == stop.interrupted]
@@ -276,7 +278,8 @@ def _report_interrupt(stop, received: list, db_url: str, journal: str | None) ->
         lines.append(f"flashtune tune: not started: {', '.join(stop.not_started)}")
     if stop.interrupted is not None or stop.not_started:
         lines.append("flashtune tune: to finish, run the same command again: " + (
-            f"configs already measured (kept in {journal}) are not measured again" if journal else
+            f"configs already measured (kept in {hide_password(journal)}) are not measured again"
+            if journal else
             "every problem is searched again (stored winners stay unless beaten); --journal "
             "PATH makes a run resumable"))
     print("\n".join(lines), file=sys.stderr)
