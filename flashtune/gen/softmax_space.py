@@ -298,8 +298,9 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         # About 8 to 16 elements per thread.
         warps = max(1, min(32, block * rows // 512))
         if op.direction == "fwd" and elem_bytes == 4 and block == 128:
-            # fp32 rows of 65 to 128 columns: one warp for the 8-row tile. Eighteenth session,
-            # us against 2 warps (torch.softmax): H200 65536 x 128 20.9 against 21.3 (21.6),
+            # fp32 rows of 65 to 128 columns: one warp for the 8-row tile (softmax and
+            # log_softmax; timed on softmax). Eighteenth session, us against 2 warps
+            # (torch.softmax): H200 65536 x 128 20.9 against 21.3 (21.6),
             # 200000 x 128 52.7 against 54.7 (54.2); H100, seventeenth session's grid,
             # 200000 x 128 72.7 against 74.0 (74.2), 200000 x 100 58.1 against 61.4 (60.7).
             warps = 1
