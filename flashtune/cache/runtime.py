@@ -14,8 +14,7 @@ from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine, reading,
-                     resolve_url,
-                     sqlite_file)
+                     resolve_url, sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, winner_from_row

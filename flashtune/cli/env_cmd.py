@@ -34,6 +34,7 @@ def run(args) -> int:
     import flashtune
 
     from .. import paths
+    from ..cache.engine import hide_password
     from ..dispatch.info import current_device_info, database_location
 
     lines: list[tuple[str, str]] = []
@@ -64,8 +65,6 @@ def run(args) -> int:
     lines.append(("database", url))
     lines.append(("cache folder", str(paths.cache_dir())))
     lines.append(("kernel sources", str(paths.kernel_dir())))
-    from ..cache.engine import hide_password
-
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
         lines.append((name, hide_password(os.environ.get(name, "(unset)"))))
     width = max(len(k) for k, _ in lines)
