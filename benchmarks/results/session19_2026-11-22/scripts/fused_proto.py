@@ -139,6 +139,7 @@ class Workspace:
 
 
 WS = None
+REGS = {}
 
 
 def launch(x, y, block, warps, pps, lag, sync):
@@ -148,6 +149,17 @@ def launch(x, y, block, warps, pps, lag, sync):
     n_items = n_rows * splits
     programs = min(n_items, pps * SMS)
     h = WS.half
+    if x.is_cuda:  # a grid that does not fit starves the programs its partners wait on
+        key = (x.dtype, block, warps, lag, sync, splits)
+        if key not in REGS:
+            ck = fused_kernel.warmup(x, y, WS.halves[h], WS.halves[1 - h], WS.tickets, n_cols,
+                                     x.stride(0), y.stride(0), n_items, WS.written[1 - h], programs,
+                                     SPLITS=splits, BLOCK=block, LAG=lag, SYNC=sync,
+                                     MAX_POLLS=MAX_POLLS, num_warps=warps, num_stages=1, grid=(1,))
+            REGS[key] = ck.n_regs
+        fit = min(65536 // max(REGS[key] * 32 * warps, 1), 64 // warps)
+        if fit < pps:
+            raise RuntimeError(f"{REGS[key]} registers: {fit} programs fit per SM, not {pps}")
     fused_kernel[(programs,)](x, y, WS.halves[h], WS.halves[1 - h], WS.tickets, n_cols,
                               x.stride(0), y.stride(0), n_items, WS.written[1 - h], programs,
                               SPLITS=splits, BLOCK=block, LAG=lag, SYNC=sync,
