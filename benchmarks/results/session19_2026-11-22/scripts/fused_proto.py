@@ -52,11 +52,13 @@ def _pack(m, d):
 @triton.jit
 def _load_item(x_ptr, item, n_items, n_cols, xs, SPLITS: tl.constexpr, BLOCK: tl.constexpr,
                FIRST: tl.constexpr):
-    row = (item // SPLITS).to(tl.int64)
-    offs = (item % SPLITS) * BLOCK + tl.arange(0, BLOCK)
-    # An item outside [0, n_items) (no item to finish yet) loads nothing.
-    lim = tl.where((item >= 0) & (item < n_items), n_cols, 0)
-    mask = offs < lim
+    # An item outside [0, n_items) (no item to finish yet) loads nothing. (Item 0's address:
+    # a negative item's quotient and remainder differ between the GPU and the interpreter.)
+    valid = (item >= 0) & (item < n_items)
+    safe = tl.where(valid, item, 0)
+    row = (safe // SPLITS).to(tl.int64)
+    offs = (safe % SPLITS) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < tl.where(valid, n_cols, 0)
     if FIRST:
         x = tl.load(x_ptr + row * xs + offs, mask=mask, other=float("-inf"),
                     eviction_policy="evict_last")
@@ -142,6 +144,11 @@ WS = None
 REGS = {}
 
 
+def programs_that_fit(regs, warps):
+    """Programs per SM that the register file holds (registers go out per warp, by 256)."""
+    return min(65536 // (-(-regs * 32 // 256) * 256 * warps), 64 // warps)
+
+
 def launch(x, y, block, warps, pps, lag, sync):
     n_rows, n_cols = x.shape
     splits = n_cols // block
@@ -158,9 +165,10 @@ def launch(x, y, block, warps, pps, lag, sync):
                                      MAX_POLLS=MAX_POLLS, num_warps=warps, num_stages=1, grid=(1,))
             ck._init_handles()  # n_regs is filled in when the module is loaded
             REGS[key] = ck.n_regs
-        fit = min(65536 // max(REGS[key] * 32 * warps, 1), 64 // warps)
-        if fit < pps:
-            raise RuntimeError(f"{REGS[key]} registers: {fit} programs fit per SM, not {pps}")
+        fit = programs_that_fit(REGS[key], warps)
+        if fit < 1:
+            raise RuntimeError(f"{REGS[key]} registers: no program fits")
+        programs = min(n_items, min(pps, fit) * SMS)
     fused_kernel[(programs,)](x, y, WS.halves[h], WS.halves[1 - h], WS.tickets, n_cols,
                               x.stride(0), y.stride(0), n_items, WS.written[1 - h], programs,
                               SPLITS=splits, BLOCK=block, LAG=lag, SYNC=sync,
@@ -219,6 +227,9 @@ def main():
                                 say(f"  {name}: WRONG max err {err:.3e}")
                                 break
                         else:
+                            fit = programs_that_fit(REGS[(x.dtype, block, warps, lag, sync, x.shape[1] // block)], warps)
+                            if fit < pps:
+                                name += f" (fit {fit})"
                             cands[name] = (lambda b=block, w=warps, p=pps, l=lag, s=sync:
                                            launch(x, y, b, w, p, l, s))
                     except Exception as e:  # noqa: BLE001
