@@ -242,8 +242,8 @@ def main():
         say(f"== {shp} {dt}: target (80%) {nbytes / (0.8 * copy_gbs * 1e9) * 1e6:.1f} us")
         for k, t in med.items():
             say(f"  {k:34s} {t:7.1f} us {pct(t):5.0f}%   rounds {' '.join(f'{v:.1f}' for v in times[k])}")
-        best = lambda tag: min(((t, k) for k, t in med.items() if k.endswith(tag)), default=(float("nan"), "-"))
-        summary.append((shp, dt, med["copy"], med["flashtune"], best(" sync"), best("nosync"), pct))
+        best = lambda tag: min(((t, k) for k, t in med.items() if tag in k.split()), default=(float("nan"), "-"))
+        summary.append((shp, dt, med["copy"], med["flashtune"], best("sync"), best("nosync"), pct))
         del x, y, ref
         torch.cuda.empty_cache()
 
