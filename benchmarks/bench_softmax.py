@@ -47,7 +47,8 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
     """A hand-picked search list across the three regimes (deduplicated, all validated)."""
     base = {"rows_per_program": 1, "splits": 1, "num_stages": 1, "lane_stats": False,
             "l2_hint": False, "exp2": True, "max_pass": False, "resident": 0,
-            "align": False, "fused": False, "programs_per_sm": 0, "vector_stats": False}
+            "align": False, "fused": False, "programs_per_sm": 0, "paired_loads": False,
+            "vector_stats": False}
     out: list[dict] = []
     block = max(16, next_pow2(cols))
     if block <= 65536:

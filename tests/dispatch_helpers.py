@@ -37,6 +37,7 @@ def row_config(block: int, rows: int = 1, warps: int = 1, fwd: bool = True, **ex
         cfg["resident"] = 0
         cfg["fused"] = False
         cfg["programs_per_sm"] = 0
+        cfg["paired_loads"] = False
         cfg["vector_stats"] = False
     cfg.update(extra)
     return cfg

@@ -30,7 +30,7 @@ def row_config(block: int = 4096, warps: int = 8, **over) -> dict:
     """A valid forward-softmax config of the row regime."""
     cfg = dict(regime="row", block=block, rows_per_program=1, splits=1, num_warps=warps,
                num_stages=1, lane_stats=False, l2_hint=False, exp2=True, max_pass=False, resident=0, align=False,
-               fused=False, programs_per_sm=0, vector_stats=False)
+               fused=False, programs_per_sm=0, paired_loads=False, vector_stats=False)
     cfg.update(over)
     return cfg
 

@@ -18,12 +18,13 @@ from flashtune.gen.space import Param, VariantSpace
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES,
                                          MAX_FUSED_SPLITS, MAX_HELD_PER_THREAD,
-                                         MAX_PERSISTENT_SPLITS, OPS, SPLITTING_REGIMES, SoftmaxProblem, default_config,
+                                         OPS, PERSISTENT_SPLITS_PER_PROGRAM, SPLITTING_REGIMES,
+                                         SoftmaxProblem, default_config,
                                          fitting_configs, problem_misfit)
 
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
         "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False,
-        "fused": False, "programs_per_sm": 0, "vector_stats": False}
+        "fused": False, "programs_per_sm": 0, "paired_loads": False, "vector_stats": False}
 
 
 def test_validate_accepts_and_freezes():
@@ -215,30 +216,59 @@ def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_coun
 @pytest.mark.parametrize("sm_count,splits", [(132, 64), (108, 32), (32, 16), (8, 4)])
 @pytest.mark.parametrize("dtype,programs", [("float16", 4), ("bfloat16", 4), ("float32", 2)])
 def test_long_rows_default_to_the_persistent_split(sm_count, splits, dtype, programs):
-    """Rows of 16 chunks of 8192 or more: the persistent fused split (4 programs per SM for
-    fp16/bf16, 2 for fp32), at most SMs / 2 segments per row (its one-launch limit); shorter
-    rows keep the fused split. The candidates offer the persistent grid up to 64 segments per
-    row."""
-    config = default_config("softmax", SoftmaxProblem(2, 1_048_576, dtype), sm_count=sm_count)
-    assert config["regime"] == "split" and config["fused"]
+    """Rows of 16 chunks of 8192 or more: the persistent fused split. Past the paired-loads
+    range (2 x 1048576 for fp16/bf16 everywhere, 2 x 2097152 for fp32): 4 programs per SM for
+    fp16/bf16, 2 for fp32, at most SMs / 2 segments per row; shorter rows keep the fused
+    split. The candidates offer the persistent grid up to programs_per_sm x 64 segments per
+    row (one launch on 128 SMs or more), up to the space's 256."""
+    n_cols = 1_048_576 if dtype != "float32" else 2_097_152
+    config = default_config("softmax", SoftmaxProblem(2, n_cols, dtype), sm_count=sm_count)
+    assert config["regime"] == "split" and config["fused"] and not config["paired_loads"]
     assert config["programs_per_sm"] == programs
     assert config["splits"] == splits and splits <= sm_count // 2
     shorter = default_config("softmax", SoftmaxProblem(2, 100_000, dtype), sm_count=sm_count)
     assert shorter["fused"] and shorter["programs_per_sm"] == 0
-    persistent = [c["splits"] for c in fitting_configs("softmax", SoftmaxProblem(2, 1_048_576, dtype))
-                  if c["programs_per_sm"]]
-    assert persistent and max(persistent) == MAX_PERSISTENT_SPLITS
+    problem = SoftmaxProblem(2, 1_048_576, dtype)
+    persistent = {}
+    for c in fitting_configs("softmax", problem):
+        if c["programs_per_sm"]:
+            persistent[c["programs_per_sm"]] = max(persistent.get(c["programs_per_sm"], 0), c["splits"])
+    assert persistent == {p: min(256, p * PERSISTENT_SPLITS_PER_PROGRAM) for p in (2, 4, 8)}
 
 
-@pytest.mark.parametrize("n_cols", [16 * 8192, 300_000, 1_048_576, 1_048_575, 4_000_000])
-@pytest.mark.parametrize("sm_count", [132, 32])
+@pytest.mark.parametrize("sm_count", [132, 108, 64, 32])
+@pytest.mark.parametrize("n_cols", [16 * 8192, 150_000, 262_144, 524_288, 1_048_575, 1_048_576])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_paired_loads_default_takes_one_chunk_segments_that_run_in_one_launch(sm_count, n_cols,
+                                                                               dtype):
+    """paired_loads by default where it was measured to win: segments of one chunk (4096 for
+    fp32, 8192 for fp16/bf16), so splits x block covers the row; splits at most 256 (fp32) or
+    64 (fp16/bf16, whose 16 x 1048576 ran slower paired on the H200), and within the one-launch
+    bound splits <= programs_per_sm x SMs / 2. Elsewhere, the plain persistent split."""
+    problem = SoftmaxProblem(16, n_cols, dtype)
+    config = default_config("softmax", problem, sm_count=sm_count)
+    block, most = (4096, 256) if dtype == "float32" else (8192, 64)
+    splits = 1 << (-(-n_cols // block) - 1).bit_length()
+    expected = splits <= most and 2 * splits <= (8 if dtype == "float32" else 4) * sm_count
+    assert config["paired_loads"] == expected, config
+    assert config["regime"] == "split" and config["fused"] and config["programs_per_sm"]
+    if expected:
+        assert config["block"] == block and config["splits"] == splits
+        assert config["splits"] * config["block"] >= n_cols  # one chunk per segment
+        assert not (config["lane_stats"] or config["vector_stats"] or config["max_pass"])
+    assert problem_misfit(config, problem) is None
+
+
+@pytest.mark.parametrize("n_cols,sm_count", [(1_048_577, 132), (2_000_000, 132), (4_000_000, 132),
+                                              (600_000, 32), (1_048_575, 32), (1_048_576, 32)])
 def test_fp32_persistent_default_reads_a_segment_as_one_chunk_where_it_fits(n_cols, sm_count):
-    """fp32 long rows: the persistent split's chunk covers the whole segment when the segment
-    fits in 16384 columns (one load and one reduction per item; faster on the H100 and H200),
-    and is never below 8192. fp16/bf16 keep two chunks of 8192 per segment."""
+    """fp32 long rows outside the paired-loads default: the persistent split's chunk covers
+    the whole segment when the segment fits in 16384 columns (one load and one reduction per
+    item; faster on the H100 and H200), and is never below 8192. fp16/bf16 keep two chunks of
+    8192 per segment there."""
     problem = SoftmaxProblem(4, n_cols, "float32")
     config = default_config("softmax", problem, sm_count=sm_count)
-    assert config["programs_per_sm"]
+    assert config["programs_per_sm"] and not config["paired_loads"]
     segment = -(-n_cols // config["splits"])  # columns per segment, before launch() rounds up
     assert config["block"] == (max(8192, 1 << (segment - 1).bit_length()) if segment <= 16384
                                else 16384)
@@ -257,7 +287,28 @@ def test_programs_per_sm_only_with_the_fused_split():
         with pytest.raises(ConfigError, match="programs_per_sm"):
             space.complete(bad)
     with pytest.raises(ConfigError):
-        space.complete(dict(base, fused=True, programs_per_sm=3))  # not in (0, 2, 4)
+        space.complete(dict(base, fused=True, programs_per_sm=3))  # not in (0, 2, 4, 8)
+
+
+def test_paired_loads_only_with_the_persistent_split_and_plain_statistics():
+    space = OPS["softmax"].space
+    base = dict(regime="split", block=1024, splits=8, num_warps=4, num_stages=1, l2_hint=True,
+                fused=True, programs_per_sm=4)
+    assert space.complete(dict(base, paired_loads=True))["paired_loads"]
+    for bad in (dict(base, programs_per_sm=0, paired_loads=True),
+                dict(base, fused=False, programs_per_sm=0, paired_loads=True),
+                dict(base, paired_loads=True, lane_stats=True),
+                dict(base, paired_loads=True, vector_stats=True),
+                dict(base, paired_loads=True, max_pass=True)):
+        with pytest.raises(ConfigError, match="paired_loads"):
+            space.complete(bad)
+    with pytest.raises(ConfigError, match="unknown keys"):
+        OPS["softmax_backward"].space.complete(dict(regime="split", block=1024, splits=8,
+                                                    paired_loads=False))
+    problem = SoftmaxProblem(16, 1_000_000, "float16")
+    paired = [c for c in fitting_configs("softmax", problem) if c["paired_loads"]]
+    assert paired and all(c["splits"] * c["block"] >= problem.n_cols and c["num_stages"] == 1
+                          for c in paired)
 
 
 def test_candidates_never_hold_more_elements_per_thread_than_registers():

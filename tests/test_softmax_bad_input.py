@@ -76,7 +76,7 @@ def test_cpu_tensor_without_interpreter_is_clear(monkeypatch):
 def test_config_that_cannot_hold_the_row(device):
     config = {"regime": "row", "block": 16, "rows_per_program": 1, "splits": 1, "num_warps": 1,
               "num_stages": 1, "lane_stats": False, "l2_hint": False, "exp2": True, "max_pass": False, "resident": 0,
-              "align": False, "fused": False, "programs_per_sm": 0, "vector_stats": False}
+              "align": False, "fused": False, "programs_per_sm": 0, "paired_loads": False, "vector_stats": False}
     with pytest.raises(ConfigError, match="cannot hold 100 columns"):
         softmax_forward(torch.randn(2, 100, device=device), config=config)
 
@@ -85,6 +85,6 @@ def test_tampered_config_never_reaches_renderer(device):
     config = {"regime": "row", "block": "64; import os", "rows_per_program": 1, "splits": 1,
               "num_warps": 1, "num_stages": 1, "lane_stats": False, "l2_hint": False,
               "exp2": True, "max_pass": False, "resident": 0, "align": False,
-              "fused": False, "programs_per_sm": 0, "vector_stats": False}
+              "fused": False, "programs_per_sm": 0, "paired_loads": False, "vector_stats": False}
     with pytest.raises(ConfigError, match="block must be of type int"):
         softmax_forward(torch.randn(2, 10, device=device), config=config)

@@ -111,7 +111,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
 
 
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
-ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split")
+ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split")
 
 
 def _one_launch(regime, splits, n_cols, num_warps=8):
@@ -119,6 +119,14 @@ def _one_launch(regime, splits, n_cols, num_warps=8):
         raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
         raw["block"] = coop_block(n_cols, splits)
         raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
+    elif regime == "paired split":
+        # paired_loads: segments of one chunk (at most 16384), so at least cols / 16384 splits
+        splits = max(splits, next_pow2(-(-n_cols // 16384)))
+        block = max(16, next_pow2(-(-n_cols // splits)))
+        knobs = {"splits": splits, "fused": True, "block": block, "programs_per_sm": 8,
+                 "paired_loads": True}
+        raw = make_config("softmax", "split", knobs, n_cols,
+                          num_warps=max(1, min(16, block // 512)), num_stages=1, l2_hint=True)
     else:
         block = min(1024, max(16, next_pow2(-(-n_cols // splits))))  # fits the problem
         knobs = {"splits": splits, "fused": True, "block": block, "lane_stats": True,
@@ -182,8 +190,10 @@ def test_one_launch_four_streams_and_a_graph_gpu(regime):
     from flashtune.gen.softmax_ops import softmax_forward
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    limit = sms // (2 if regime == "persistent split" else 4)
-    splits = 1 << (limit.bit_length() - 1)  # the largest power of two that runs in one launch
+    # the one-launch bounds of row_sync.one_launch: programs_per_sm x SMs / 2 (2 and 8 programs
+    # per SM here), SMs / 4 without a persistent grid; at most the space's 256
+    limit = {"persistent split": sms, "paired split": 4 * sms}.get(regime, sms // 4)
+    splits = min(256, 1 << (limit.bit_length() - 1))  # the largest power of two for one launch
     config = _one_launch(regime, splits, 40000)
     xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]
     streams = [torch.cuda.Stream() for _ in range(4)]
@@ -267,10 +277,11 @@ def test_persistent_split_back_to_back_launches_of_other_sizes_gpu():
     shapes = [(64, 262144), (3, 140000), (128, 262144), (5, 200000), (1, 131072)]
     xs, outs = [], []
     for round_ in range(3):
-        for rows, cols in shapes:
+        for i, (rows, cols) in enumerate(shapes):
             x = torch.randn(rows, cols, device="cuda", dtype=torch.float16) * (1 + round_)
             x[0, : cols // 3] = float("-inf")
-            config = _one_launch("persistent split", 16, cols)
+            # the plain and the paired persistent kernels alternate on one workspace
+            config = _one_launch(("persistent split", "paired split")[(i + round_) % 2], 16, cols)
             xs.append(x)
             outs.append(softmax_forward(x, -1, config=config))
     torch.cuda.synchronize()

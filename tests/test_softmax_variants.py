@@ -122,7 +122,8 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
 
 @pytest.mark.parametrize("op", FORWARD_OPS)
 @pytest.mark.parametrize("programs", (1, 3, 40))
-def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs):
+@pytest.mark.parametrize("paired", (False, True), ids=("plain", "paired_loads"))
+def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs, paired):
     """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
     one after another: the first program takes every ticket, reading each (row, segment) item
     before finishing the one before. A finish whose row is not all published gives up waiting
@@ -131,14 +132,15 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     Three launches alternate the two halves of the partials as row_sync.polled_partials does
     (5 rows, then 3, then 5): each must give torch's result and leave the half the next launch
     writes all zero, also the words past its own items (the 5-row launch's tail), and the
-    ticket counters zero."""
+    ticket counters zero. paired_loads: the kernel for segments of one chunk (64 columns
+    here), whose turns load the new item and re-read the finished one together."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
-    cfg = OPS[op].space.complete(dict(regime="split", block=16, splits=4, num_warps=1,
-                                      num_stages=2, fused=True, programs_per_sm=2,
-                                      l2_hint=True))
+    knobs = dict(block=64, num_stages=1, paired_loads=True) if paired else dict(block=16, num_stages=2)
+    cfg = OPS[op].space.complete(dict(regime="split", splits=4, num_warps=1, fused=True,
+                                      programs_per_sm=2, l2_hint=True, **knobs))
     module = load_variant(op, cfg)
-    kernel = getattr(module, f"_{op}_split_persistent")
+    kernel = getattr(module, f"_{op}_split_{'paired' if paired else 'persistent'}")
     words = torch.zeros(2, 5 * 4, dtype=torch.int64)
     tickets = torch.zeros(2, dtype=torch.int32)
     written = [0, 0]

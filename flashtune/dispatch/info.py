@@ -56,7 +56,8 @@ def compact_config(config: dict) -> str:
         parts.append(f"resident={config.get('resident')}")
     if config.get("programs_per_sm"):
         parts.append(f"persistent={config.get('programs_per_sm')}/SM")
-    flags = [name for name in ("exp2", "lane_stats", "vector_stats", "max_pass", "l2_hint", "align", "fused")
+    flags = [name for name in ("exp2", "lane_stats", "vector_stats", "max_pass", "l2_hint", "align", "fused",
+                               "paired_loads")
              if config.get(name)]
     if flags:
         parts.append("+" + ",".join(flags))

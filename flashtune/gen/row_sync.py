@@ -35,19 +35,28 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def one_launch(x: torch.Tensor, splits: int, persistent: bool = False) -> bool:
+def one_launch(x: torch.Tensor, splits: int, programs_per_sm: int = 0) -> bool:
     """Whether SPLITS programs per row may wait on each other in one launch on x's device.
 
     Each running launch leaves at most SPLITS - 1 programs waiting (tickets let every earlier
     row finish), so with SPLITS <= SMs / 4, four launches at once on other streams still leave
-    an SM free for the programs they wait on. A persistent launch (programs_per_sm) only
-    needs SPLITS / 2 of its programs running to make progress (see its kernel), hence
-    SPLITS <= SMs / 2 for the same four launches. The Triton interpreter runs programs one at
-    a time: never one launch there.
+    an SM free for the programs they wait on.
+
+    A persistent launch (programs_per_sm > 0: a grid of that many programs per SM) makes
+    progress while SPLITS / 2 of its programs run (see its kernel). With SPLITS <=
+    programs_per_sm x SMs / 2, four such launches sharing the GPU's programs_per_sm x SMs
+    program slots cannot all stay below SPLITS / 2 running programs: one of them always
+    progresses. (Where registers fit fewer programs per SM than the config asks, the bound
+    is looser than that; every wait is bounded anyway, MAX_POLLS, so nothing hangs: a
+    starved program computes its partners' statistics itself, slower.) The Triton
+    interpreter runs programs one at a time: never one launch there.
     """
     if not x.is_cuda:
         return False
-    return splits <= sm_count(x.device.index) // (2 if persistent else 4)
+    sms = sm_count(x.device.index)
+    if programs_per_sm:
+        return 2 * splits <= programs_per_sm * sms
+    return splits <= sms // 4
 
 
 def _current_raw_stream(device: torch.device) -> int:

@@ -26,8 +26,10 @@ SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
 # per thread it spills. (The row regime's best 65536-column config, 16 warps, holds 128.)
 MAX_HELD_PER_THREAD = 128
 MAX_FUSED_SPLITS = 32  # fused split: one launch needs splits <= SMs / 4 (33 on 132 SMs)
-MAX_PERSISTENT_SPLITS = 64  # persistent fused split: splits <= SMs / 2 (66 on 132 SMs)
-PROGRAMS_PER_SM = (0, 2, 4)  # persistent fused split (0: one program per segment)
+# Persistent fused split: one launch where splits <= programs_per_sm x SMs / 2 (row_sync), so
+# on GPUs of 128 SMs or more up to this many splits per program per SM.
+PERSISTENT_SPLITS_PER_PROGRAM = 64
+PROGRAMS_PER_SM = (0, 2, 4, 8)  # persistent fused split (0: one program per segment)
 MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
 # Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
 # split regimes' rounding of segments (splits x block <= 2**22), must stay below 2**31.
@@ -61,6 +63,12 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
         return "fused applies to the split regime only (False otherwise)"
     if cfg.get("programs_per_sm", 0) and not cfg.get("fused", False):
         return "programs_per_sm applies to the fused split regime only (0 otherwise)"
+    if cfg.get("paired_loads", False):
+        if not cfg.get("programs_per_sm", 0):
+            return "paired_loads applies to the persistent split only (programs_per_sm > 0)"
+        if cfg["lane_stats"] or cfg.get("vector_stats", False) or cfg.get("max_pass", False):
+            return ("paired_loads takes one chunk's plain statistics: lane_stats, vector_stats "
+                    "and max_pass must be False")
     if cfg.get("max_pass", False) and cfg["lane_stats"]:
         return "max_pass computes the sum against the final max: lane_stats must be False"
     if cfg.get("vector_stats", False) and (cfg["lane_stats"] or cfg.get("max_pass", False)):
@@ -125,7 +133,13 @@ FORWARD_SPACE = VariantSpace(
         Param("programs_per_sm", int, PROGRAMS_PER_SM, 0,
               "fused split: a persistent grid of this many programs per SM, each reading one "
               "(row, segment) item while finishing its previous one, so waits and writes "
-              "overlap reads; one launch where SPLITS <= SMs / 2 (0: a program per segment)"),
+              "overlap reads; one launch where SPLITS <= programs_per_sm x SMs / 2 (0: a "
+              "program per segment)"),
+        Param("paired_loads", bool, (False, True), False,
+              "persistent split, where each segment is one chunk (splits x block >= columns; "
+              "else the plain persistent loop): each turn loads the new item's chunk (from "
+              "HBM) and the finished item's chunk (re-read from L2) together, so the two "
+              "latencies overlap"),
     ),
     _CONSTRAINTS,
 )
@@ -382,6 +396,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                     # with chunks of 16384; H200: 82.1 against 78.7).
                     seg = _cdiv(n_cols, raw["splits"])
                     raw["block"] = max(8192, min(16384, _next_pow2(seg)))
+                raw.update(_paired_split(n_cols, elem_bytes, sm_count))
             elif elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
@@ -400,6 +415,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
         raw["resident"] = 0
         raw.setdefault("fused", False)
         raw.setdefault("programs_per_sm", 0)
+        raw.setdefault("paired_loads", False)
     # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
     # (Backward, sixteenth session: 16-bit log_softmax 0.73-1.04x torch without it, 1.19-1.34x
     # with it; fp32 gains less, and H200 fp32 softmax backward ran 3-5% slower with it on
@@ -468,6 +484,30 @@ def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[
     return twins
 
 
+def _paired_split(n_cols: int, elem_bytes: int, sm_count: int) -> dict[str, Any]:
+    """The persistent split with paired loads (segments of one chunk), for the rows it was
+    measured to win on, else nothing (the caller's persistent default stays).
+
+    Nineteenth session, us, default before against paired (do_bench medians, L2 flushed;
+    `benchmarks/results/session19_2026-11-22`), H100 / H200:
+    - fp32, chunks of 4096, 4 warps, 8 programs per SM (5 fit): 16 x 1048576 57.1 -> 51.9 /
+      45.7 -> 41.6; 128 x 262144 97.7 -> 95.3 / 83.2 -> 75.0.
+    - fp16/bf16, chunks of 8192, 4 warps, 4 programs per SM: 128 x 262144 54.2 -> 52.6 /
+      46.5 -> 44.4. Not on rows past 64 chunks: 16 x 1048576 fp16 34.1 -> 32.4 on the H100
+      but 27.8 -> 28.6 on the H200, so those keep two chunks of 8192 per segment.
+    Segments of one chunk need splits >= chunks per row (a power of two); the split count
+    must also allow one launch (splits <= programs_per_sm x SMs / 2)."""
+    if elem_bytes == 4:
+        block, num_warps, programs, most_splits = 4096, 4, 8, 256
+    else:
+        block, num_warps, programs, most_splits = 8192, 4, 4, 64
+    splits = _next_pow2(_cdiv(n_cols, block))
+    if splits > most_splits or 2 * splits > programs * sm_count:
+        return {}
+    return dict(paired_loads=True, block=block, num_warps=num_warps, programs_per_sm=programs,
+                splits=max(2, splits))
+
+
 def _prev_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n.bit_length() - 1)
 
@@ -503,8 +543,11 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
                 > MAX_HELD_PER_THREAD * 32 * config["num_warps"]):
             continue  # more elements per thread than registers: spills, and a long ptxas run
         if config.get("programs_per_sm", 0):
-            if config["splits"] > MAX_PERSISTENT_SPLITS:
-                continue  # one launch would need 256 SMs or more: the unfused twin
+            if config["splits"] > config["programs_per_sm"] * PERSISTENT_SPLITS_PER_PROGRAM:
+                continue  # one launch would need more than 128 SMs: the unfused twin
+            if config.get("paired_loads", False) and (
+                    config["splits"] * config["block"] < problem.n_cols or config["num_stages"] != 1):
+                continue  # segments of several chunks (the plain loop), or no loop to pipeline: twins
         elif config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
         if config.get("align", False) and _rows_aligned(problem):
