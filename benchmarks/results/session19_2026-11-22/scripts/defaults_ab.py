@@ -85,7 +85,7 @@ for shp in SHAPES.split(","):
                 times[k].append(bench(f))
         med = {k: statistics.median(v) for k, v in times.items()}
         nbytes = 2 * x.numel() * x.element_size()
-        pct = lambda t: 100 * nbytes / (t * 1e-6) / 1e9 / copy_gbs
+        pct = lambda t, nbytes=nbytes: 100 * nbytes / (t * 1e-6) / 1e9 / copy_gbs
         say(f"{shp} {dt}: before {med['before']:.1f} ({pct(med['before']):.0f}%) [{short(old)}]  "
             f"after {med['after']:.1f} ({pct(med['after']):.0f}%) [{short(new)}]  torch {med['torch']:.1f}  "
             f"err/torch {worst:.2f}  rounds {times['before']} {times['after']}")
