@@ -254,3 +254,36 @@ def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, device):
             torch.testing.assert_close(dx.double(), want, **tol,
                                        msg=lambda m: f"cols={cols} y={pad, offset} dy={dpad, doffset} "
                                                      f"dx={xpad, xoffset}: {m}")
+
+
+def test_persistent_grid_is_capped_at_the_programs_that_fit(monkeypatch):
+    """A persistent launch asks for programs_per_sm programs per SM; once its first launch
+    shows fewer fit on an SM (registers per warp in units of 256, threads, shared memory),
+    later launches ask for that many, so no second, empty wave of programs trails the work.
+    A launch result that is not a compiled CUDA kernel changes nothing."""
+    from types import SimpleNamespace
+
+    from flashtune.gen import row_sync
+
+    props = SimpleNamespace(regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
+                            shared_memory_per_multiprocessor=228 * 1024)
+    monkeypatch.setattr(row_sync, "sm_count", lambda index: 132)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(row_sync, "_RESIDENT", {})
+    x = torch.zeros(2, 2)
+    kernel = object()
+    assert row_sync.persistent_grid(kernel, x, 8, 10**6) == 8 * 132  # not launched yet
+    row_sync.note_resident(kernel, x, None)  # nothing known: unchanged
+    assert row_sync.persistent_grid(kernel, x, 8, 10**6) == 8 * 132
+    compiled = SimpleNamespace(n_regs=80, metadata=SimpleNamespace(num_warps=4, shared=0))
+    row_sync.note_resident(kernel, x, compiled)  # 80 regs -> 2560 per warp: 6 programs of 4 warps
+    assert row_sync.persistent_grid(kernel, x, 8, 10**6) == 6 * 132
+    assert row_sync.persistent_grid(kernel, x, 4, 10**6) == 4 * 132  # asks for fewer than fit
+    assert row_sync.persistent_grid(kernel, x, 8, 100) == 100  # fewer items than programs
+    assert row_sync.persistent_grid(object(), x, 8, 10**6) == 8 * 132  # another kernel
+    other = object()
+    row_sync.note_resident(other, x, SimpleNamespace(
+        n_regs=32, metadata=SimpleNamespace(num_warps=16, shared=100 * 1024)))
+    assert row_sync.persistent_grid(other, x, 8, 10**6) == 2 * 132  # shared memory: 2 fit
+    row_sync.note_resident(other, x, compiled)  # learned once per kernel, dtype and device
+    assert row_sync.persistent_grid(other, x, 8, 10**6) == 2 * 132
