@@ -14,6 +14,16 @@ from flashtune.gen import load_variant, row_sync  # noqa: E402
 from flashtune.gen.softmax_space import OPS  # noqa: E402
 
 fp.WS = fp.Workspace(1 << 16)
+SEEN = []
+_note = row_sync.note_resident
+
+
+def note(kernel, x, compiled):
+    SEEN.append((compiled.n_regs, compiled.metadata.shared))
+    _note(kernel, x, compiled)
+
+
+row_sync.note_resident = note
 for dt, block, warps, pps in ((torch.float16, 8192, 4, 4), (torch.float32, 4096, 4, 8),
                               (torch.float16, 4096, 4, 8)):
     x = torch.randn(128, 262144, device="cuda", dtype=dt)
@@ -32,6 +42,7 @@ for dt, block, warps, pps in ((torch.float16, 8192, 4, 4), (torch.float32, 4096,
     t_prod = triton.testing.do_bench(lambda: mod.launch(x, y), return_mode="median") * 1e3
     t_proto = triton.testing.do_bench(lambda: fp.launch(x, y, block, warps, pps, 1, 1),
                                       return_mode="median") * 1e3
-    print(f"{dt} b{block} w{warps} p{pps}: product fit {list(fit.values())} {t_prod:.1f} us; "
+    print(f"{dt} b{block} w{warps} p{pps}: product (regs, shared) {SEEN[0]} fit {list(fit.values())} {t_prod:.1f} us; "
           f"prototype regs {proto_regs} {t_proto:.1f} us", flush=True)
     fp.REGS.clear()
+    SEEN.clear()
