@@ -486,26 +486,31 @@ def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[
 
 def _paired_split(n_cols: int, elem_bytes: int, sm_count: int) -> dict[str, Any]:
     """The persistent split with paired loads (segments of one chunk), for the rows it was
-    measured to win on, else nothing (the caller's persistent default stays).
+    measured to win or tie on, else nothing (the caller's persistent default stays).
 
-    Nineteenth session, us, default before against paired (do_bench medians, L2 flushed;
-    `benchmarks/results/session19_2026-11-22`), H100 / H200:
-    - fp32, chunks of 4096, 4 warps, 8 programs per SM (5 fit): 16 x 1048576 57.1 -> 51.9 /
-      45.7 -> 41.6; 128 x 262144 97.7 -> 95.3 / 83.2 -> 75.0.
-    - fp16/bf16, chunks of 8192, 4 warps, 4 programs per SM: 128 x 262144 54.2 -> 52.6 /
-      46.5 -> 44.4. Not on rows past 64 chunks: 16 x 1048576 fp16 34.1 -> 32.4 on the H100
-      but 27.8 -> 28.6 on the H200, so those keep two chunks of 8192 per segment.
-    Segments of one chunk need splits >= chunks per row (a power of two); the split count
-    must also allow one launch (splits <= programs_per_sm x SMs / 2)."""
+    Nineteenth session, H100, us, default before against paired through each kernel's
+    launch() (do_bench medians, L2 flushed; `benchmarks/results/session19_2026-11-22`):
+    - fp32, chunks of 4096, 4 warps, 8 programs per SM (5 fit): 16 x 1048576 57.9 -> 51.9
+      (77% -> 86% of copy), 32 x 524288 59.9 -> 52.3, 64 x 524288 107.1 -> 97.2, 128 x 262144
+      97.5 -> 96.8.
+    - fp16/bf16, chunks of 8192, 4 warps, 4 per SM: a tie on the H100 (128 x 262144 53.7 ->
+      53.5, 64 x 524288 56.5 -> 56.8); the prototype ran 128 x 262144 fp16 at 44.4 against
+      46.5 us on the H200. Not past 64 chunks: 16 x 1048576 fp16 ran 27.8 -> 28.6 on the H200.
+    - Rows whose chunk count is well short of a power of two leave many segments empty (100 x
+      150000: 37 of 64 used), and ran slower paired (fp32 50.7 -> 51.9, fp16 32.3 -> 33.9): at
+      most a quarter of the segments may be empty.
+    Segments of one chunk need splits >= chunks per row (a power of two); the split count must
+    also allow one launch (splits <= programs_per_sm x SMs / 2)."""
     if elem_bytes == 4:
         block, num_warps, programs, most_splits = 4096, 4, 8, 256
     else:
         block, num_warps, programs, most_splits = 8192, 4, 4, 64
-    splits = _next_pow2(_cdiv(n_cols, block))
-    if splits > most_splits or 2 * splits > programs * sm_count:
+    chunks = _cdiv(n_cols, block)
+    splits = max(2, _next_pow2(chunks))
+    if splits > most_splits or 2 * splits > programs * sm_count or 4 * chunks < 3 * splits:
         return {}
     return dict(paired_loads=True, block=block, num_warps=num_warps, programs_per_sm=programs,
-                splits=max(2, splits))
+                splits=splits)
 
 
 def _prev_pow2(n: int) -> int:
