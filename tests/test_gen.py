@@ -242,18 +242,17 @@ def test_long_rows_default_to_the_persistent_split(sm_count, splits, dtype, prog
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_paired_loads_default_takes_one_chunk_segments_that_run_in_one_launch(sm_count, n_cols,
                                                                                dtype):
-    """paired_loads by default where it was measured to win or tie: segments of one chunk
-    (4096 for fp32, 8192 for fp16/bf16), so splits x block covers the row; splits at most 256
-    (fp32) or 64 (fp16/bf16, whose 16 x 1048576 ran slower paired on the H200), at most a
-    quarter of them empty (150000 columns: 37 of 64 chunks of 4096, 19 of 32 of 8192), and
-    within the one-launch bound splits <= programs_per_sm x SMs / 2. Elsewhere, the plain
-    persistent split."""
+    """paired_loads by default for fp32 long rows, where it was measured to win (fp16/bf16
+    tied or lost: they keep the plain persistent split): segments of one chunk of 4096, so
+    splits x block covers the row; splits at most 256, at most a quarter of them empty
+    (150000 columns: 37 of 64 chunks used), and within the one-launch bound splits <=
+    programs_per_sm x SMs / 2."""
     problem = SoftmaxProblem(16, n_cols, dtype)
     config = default_config("softmax", problem, sm_count=sm_count)
-    block, most = (4096, 256) if dtype == "float32" else (8192, 64)
+    block = 4096
     chunks = -(-n_cols // block)
     splits = 1 << (chunks - 1).bit_length()
-    expected = (splits <= most and 2 * splits <= (8 if dtype == "float32" else 4) * sm_count
+    expected = (dtype == "float32" and splits <= 256 and 2 * splits <= 8 * sm_count
                 and 4 * chunks >= 3 * splits)
     assert config["paired_loads"] == expected, config
     assert config["regime"] == "split" and config["fused"] and config["programs_per_sm"]

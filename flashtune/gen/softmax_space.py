@@ -485,29 +485,29 @@ def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[
 
 
 def _paired_split(n_cols: int, elem_bytes: int, sm_count: int) -> dict[str, Any]:
-    """The persistent split with paired loads (segments of one chunk), for the rows it was
-    measured to win or tie on, else nothing (the caller's persistent default stays).
+    """fp32 long rows: the persistent split with paired loads (segments of one chunk of 4096,
+    4 warps, 8 programs per SM asked for, 5 fit), where it was measured to win; else nothing
+    (the caller's persistent default stays).
 
-    Nineteenth session, H100, us, default before against paired through each kernel's
-    launch() (do_bench medians, L2 flushed; `benchmarks/results/session19_2026-11-22`):
-    - fp32, chunks of 4096, 4 warps, 8 programs per SM (5 fit): 16 x 1048576 57.9 -> 51.9
-      (77% -> 86% of copy), 32 x 524288 59.9 -> 52.3, 64 x 524288 107.1 -> 97.2, 128 x 262144
-      97.5 -> 96.8.
-    - fp16/bf16, chunks of 8192, 4 warps, 4 per SM: a tie on the H100 (128 x 262144 53.7 ->
-      53.5, 64 x 524288 56.5 -> 56.8); the prototype ran 128 x 262144 fp16 at 44.4 against
-      46.5 us on the H200. Not past 64 chunks: 16 x 1048576 fp16 ran 27.8 -> 28.6 on the H200.
-    - Rows whose chunk count is well short of a power of two leave many segments empty (100 x
-      150000: 37 of 64 used), and ran slower paired (fp32 50.7 -> 51.9, fp16 32.3 -> 33.9): at
-      most a quarter of the segments may be empty.
-    Segments of one chunk need splits >= chunks per row (a power of two); the split count must
-    also allow one launch (splits <= programs_per_sm x SMs / 2)."""
-    if elem_bytes == 4:
-        block, num_warps, programs, most_splits = 4096, 4, 8, 256
-    else:
-        block, num_warps, programs, most_splits = 8192, 4, 4, 64
+    Nineteenth session, default before against paired, us through each kernel's launch()
+    (do_bench medians, L2 flushed; `benchmarks/results/session19_2026-11-22`), H100 / H200:
+    16 x 1048576 57.9 -> 51.9 / 45.7 -> 42.2 (H100 77% -> 86% of copy); 32 x 524288 59.9 ->
+    52.3 / 50.9 -> 42.6; 64 x 524288 107.1 -> 97.2 / 91.8 -> 76.0; 128 x 262144 97.5 -> 96.8
+    / 82.0 -> 76.5.
+    - fp16/bf16 (chunks of 8192, 4 warps, 4 per SM) tie or lose by up to 3.5%: H100 128 x
+      262144 53.7 -> 53.5, H200 46.0 -> 46.0 (bf16 45.7 -> 46.4), H200 64 x 524288 48.1 ->
+      49.2. They keep the plain persistent split; the tuner may still pick paired loads.
+    - Rows whose chunk count falls well short of a power of two leave many segments empty
+      (100 x 150000: 37 of 64 used) and ran slower paired (H100 50.7 -> 51.9): at most a
+      quarter of the segments may be empty.
+    Segments of one chunk need splits >= chunks per row (a power of two, at most the space's
+    256); the split count must also allow one launch (splits <= programs_per_sm x SMs / 2)."""
+    if elem_bytes != 4:
+        return {}
+    block, num_warps, programs = 4096, 4, 8
     chunks = _cdiv(n_cols, block)
     splits = max(2, _next_pow2(chunks))
-    if splits > most_splits or 2 * splits > programs * sm_count or 4 * chunks < 3 * splits:
+    if splits > 256 or 2 * splits > programs * sm_count or 4 * chunks < 3 * splits:
         return {}
     return dict(paired_loads=True, block=block, num_warps=num_warps, programs_per_sm=programs,
                 splits=splits)
