@@ -252,7 +252,7 @@ def test_paired_loads_default_takes_one_chunk_segments_that_run_in_one_launch(sm
     block = 4096
     chunks = -(-n_cols // block)
     splits = 1 << (chunks - 1).bit_length()
-    expected = (dtype == "float32" and splits <= 256 and 2 * splits <= 8 * sm_count
+    expected = (dtype == "float32" and splits <= 256 and 2 * splits <= 5 * sm_count
                 and 4 * chunks >= 3 * splits)
     assert config["paired_loads"] == expected, config
     assert config["regime"] == "split" and config["fused"] and config["programs_per_sm"]

@@ -16,7 +16,7 @@ import torch
 from flashtune.gen import load_variant, loader
 from flashtune.gen.softmax_ops import softmax_forward
 from flashtune.reference import check_accuracy
-from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, problem_misfit
+from flashtune.gen.softmax_space import OPS, REGIMES, SoftmaxProblem, default_config, problem_misfit
 
 from softmax_cases import BACKWARD_OPS, DTYPES, FORWARD_OPS, make_config, run_case, semantic_knobs
 
@@ -287,3 +287,56 @@ def test_persistent_grid_is_capped_at_the_programs_that_fit(monkeypatch):
     assert row_sync.persistent_grid(other, x, 8, 10**6) == 2 * 132  # shared memory: 2 fit
     row_sync.note_resident(other, x, compiled)  # learned once per kernel, dtype and device
     assert row_sync.persistent_grid(other, x, 8, 10**6) == 2 * 132
+
+
+def test_one_launch_bound_takes_the_programs_that_fit_and_one_entry_per_kernel(monkeypatch):
+    """The persistent one-launch bound (2 x splits <= programs per SM x SMs) counts the
+    programs that fit once the kernel's first launch has shown them, not the programs asked
+    for. The fast launch path's per-plan stand-ins (which wrap the JITFunction as `fn`, as the
+    JITFunction wraps the Python function) share the kernel's one entry."""
+    from types import SimpleNamespace
+
+    from flashtune.gen import row_sync
+
+    props = SimpleNamespace(regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
+                            shared_memory_per_multiprocessor=228 * 1024)
+    monkeypatch.setattr(row_sync, "sm_count", lambda index: 132)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(row_sync, "_RESIDENT", {})
+    x = SimpleNamespace(is_cuda=True, device=SimpleNamespace(index=0), dtype=torch.float32)
+
+    def python_function():
+        pass
+
+    jit = SimpleNamespace(fn=python_function)
+    stand_in = SimpleNamespace(fn=jit)
+    assert row_sync.one_launch(x, 256, 8, stand_in)  # nothing learned yet: 512 <= 8 x 132
+    assert not row_sync.one_launch(x, 256)  # no persistent grid: 256 > 132 / 4
+    # 200 registers, 8 warps: 6400 registers a warp, 51200 a program: 1 program fits
+    row_sync.note_resident(stand_in, x, SimpleNamespace(
+        n_regs=200, metadata=SimpleNamespace(num_warps=8, shared=0)))
+    assert not row_sync.one_launch(x, 256, 8, jit)  # the stand-in's entry is the kernel's
+    assert row_sync.one_launch(x, 64, 8, jit)  # 128 <= 1 x 132
+    assert row_sync.persistent_grid(SimpleNamespace(fn=jit), x, 8, 10**6) == 132
+    assert len(row_sync._RESIDENT) == 1
+
+
+def test_early_twins_of_the_paired_default_name_the_kernel_they_run():
+    """The tuner's early twins of an fp32 long-row default (paired loads): the per-lane and
+    per-vector statistics forms drop paired loads (they take plain statistics only), and a
+    twin whose segments span several chunks, or that asks for pipelining, is named as the plain
+    persistent kernel it runs. Every twin passes fitting_configs' rules."""
+    from flashtune.gen.softmax_space import chunk_twins, statistics_twins
+
+    problem = SoftmaxProblem(16, 1_048_576, "float32")
+    base = default_config("softmax", problem, sm_count=132)
+    assert base["paired_loads"]
+    stats = statistics_twins("softmax", problem, sm_count=132)
+    assert {(c["lane_stats"], c["vector_stats"]) for c in stats} == {(True, False), (False, True)}
+    assert not any(c["paired_loads"] for c in stats)
+    chunks = chunk_twins("softmax", problem, sm_count=132)
+    assert chunks
+    for c in chunks:
+        if c["paired_loads"]:
+            assert c["splits"] * c["block"] >= problem.n_cols and c["num_stages"] == 1
+    assert any(not c["paired_loads"] and c["block"] == base["block"] // 2 for c in chunks)

@@ -35,7 +35,8 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def one_launch(x: torch.Tensor, splits: int, programs_per_sm: int = 0) -> bool:
+def one_launch(x: torch.Tensor, splits: int, programs_per_sm: int = 0,
+               kernel: object = None) -> bool:
     """Whether SPLITS programs per row may wait on each other in one launch on x's device.
 
     Each running launch leaves at most SPLITS - 1 programs waiting (tickets let every earlier
@@ -46,22 +47,25 @@ def one_launch(x: torch.Tensor, splits: int, programs_per_sm: int = 0) -> bool:
     progress while SPLITS / 2 of its programs run (see its kernel). With SPLITS <=
     programs_per_sm x SMs / 2, four such launches sharing the GPU's programs_per_sm x SMs
     program slots cannot all stay below SPLITS / 2 running programs: one of them always
-    progresses. (Where registers fit fewer programs per SM than the config asks, the bound
-    is looser than that; every wait is bounded anyway, MAX_POLLS, so nothing hangs: a
-    starved program computes its partners' statistics itself, slower.) The Triton
-    interpreter runs programs one at a time: never one launch there.
+    progresses. Where fewer programs fit on an SM than the config asks (registers, threads,
+    shared memory), the bound takes the number that fit, once `kernel`'s first launch has
+    shown it (`note_resident`); that first launch goes by programs_per_sm. Every wait is
+    bounded anyway (MAX_POLLS), so nothing hangs: a starved program computes its partners'
+    statistics itself, slower. The Triton interpreter runs programs one at a time: never one
+    launch there.
     """
     if not x.is_cuda:
         return False
     sms = sm_count(x.device.index)
     if programs_per_sm:
-        return 2 * splits <= programs_per_sm * sms
+        fit = _RESIDENT.get(_resident_key(kernel, x), programs_per_sm) if kernel is not None else programs_per_sm
+        return 2 * splits <= min(programs_per_sm, fit) * sms
     return splits <= sms // 4
 
 
 # Programs of a persistent kernel that fit on one SM at once, per (kernel, dtype, device),
 # learned from its first launch (the compiled kernel's registers, warps and shared memory).
-_RESIDENT: dict[tuple[object, torch.dtype, int], int] = {}
+_RESIDENT: dict[tuple[object, torch.dtype, int | None], int] = {}
 
 
 def persistent_grid(kernel: object, x: torch.Tensor, programs_per_sm: int, n_items: int) -> int:
@@ -70,14 +74,22 @@ def persistent_grid(kernel: object, x: torch.Tensor, programs_per_sm: int, n_ite
     Programs past what fits would start only as others exit, find no work item left, and add
     a second, empty wave to the launch (H100, nineteenth session: fp32 16 x 1048576 with 8
     asked for and 5 fitting, 55.3 us against 51.9 us with 5)."""
-    fit = _RESIDENT.get((kernel, x.dtype, x.device.index), programs_per_sm)
+    fit = _RESIDENT.get(_resident_key(kernel, x), programs_per_sm)
     return min(n_items, min(programs_per_sm, fit) * sm_count(x.device.index))
+
+
+def _resident_key(kernel: object, x: torch.Tensor) -> tuple[object, torch.dtype, int | None]:
+    """The kernel's Python function (a JITFunction's `fn`; the fast launch path's stand-ins wrap
+    the JITFunction as `fn` in turn, one stand-in per plan), x's dtype and device: one entry
+    per kernel, however many plans launch it."""
+    fn = getattr(kernel, "fn", kernel)
+    return (getattr(fn, "fn", fn), x.dtype, x.device.index)
 
 
 def note_resident(kernel: object, x: torch.Tensor, compiled: object) -> None:
     """Record how many programs of `compiled` (what a launch of `kernel` on x returned) fit on
     one SM: by registers (allocated per warp in units of 256), by threads, by shared memory."""
-    key = (kernel, x.dtype, x.device.index)
+    key = _resident_key(kernel, x)
     if key in _RESIDENT:
         return
     try:

@@ -451,7 +451,13 @@ def statistics_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int
         return []
     forms = ({"lane_stats": True, "vector_stats": False}, {"lane_stats": False, "vector_stats": True},
              {"lane_stats": False, "vector_stats": False})
-    return _twins(op, base, problem, [dict(base.as_dict(), max_pass=False, **form) for form in forms])
+    variants = []
+    for form in forms:
+        raw = dict(base.as_dict(), max_pass=False, **form)
+        if form["lane_stats"] or form["vector_stats"]:
+            raw["paired_loads"] = False  # paired loads take plain statistics only
+        variants.append(raw)
+    return _twins(op, base, problem, variants)
 
 
 def chunk_twins(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> list[Config]:
@@ -477,6 +483,11 @@ def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[
     run ``problem``, validated."""
     twins = []
     for raw in variants:
+        if raw.get("paired_loads") and (raw["splits"] * raw["block"] < problem.n_cols
+                                        or raw["num_stages"] != 1):
+            # segments of several chunks, or a depth the paired kernel has no loop for: the
+            # plain persistent kernel runs, so name it so (fitting_configs' rule)
+            raw = dict(raw, paired_loads=False)
         if raw != base.as_dict() and op.space.is_valid(raw):
             config = op.space.validate(raw)
             if problem_misfit(config, problem) is None:
@@ -505,9 +516,10 @@ def _paired_split(n_cols: int, elem_bytes: int, sm_count: int) -> dict[str, Any]
     if elem_bytes != 4:
         return {}
     block, num_warps, programs = 4096, 4, 8
+    fit = 5  # programs that fit on an SM under the 96-register cap: what the one-launch bound sees
     chunks = _cdiv(n_cols, block)
     splits = max(2, _next_pow2(chunks))
-    if splits > 256 or 2 * splits > programs * sm_count or 4 * chunks < 3 * splits:
+    if splits > 256 or 2 * splits > fit * sm_count or 4 * chunks < 3 * splits:
         return {}
     return dict(paired_loads=True, block=block, num_warps=num_warps, programs_per_sm=programs,
                 splits=splits)
@@ -550,6 +562,11 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
         if config.get("programs_per_sm", 0):
             if config["splits"] > config["programs_per_sm"] * PERSISTENT_SPLITS_PER_PROGRAM:
                 continue  # one launch would need more than 128 SMs: the unfused twin
+            if config["programs_per_sm"] * config["num_warps"] > 64:
+                continue  # more warps than an SM holds (64): the twin with fewer programs
+            if config.get("paired_loads", False) and (
+                    2 * config["block"] > MAX_HELD_PER_THREAD * 32 * config["num_warps"]):
+                continue  # two chunks live per turn: past 128 elements per thread they spill
             if config.get("paired_loads", False) and (
                     config["splits"] * config["block"] < problem.n_cols or config["num_stages"] != 1):
                 continue  # segments of several chunks (the plain loop), or no loop to pipeline: twins
