@@ -58,8 +58,7 @@ def one_launch(x: torch.Tensor, splits: int, programs_per_sm: int = 0,
         return False
     sms = sm_count(x.device.index)
     if programs_per_sm:
-        fit = _RESIDENT.get(_resident_key(kernel, x), programs_per_sm) if kernel is not None else programs_per_sm
-        return 2 * splits <= min(programs_per_sm, fit) * sms
+        return 2 * splits <= _programs_that_run(kernel, x, programs_per_sm) * sms
     return splits <= sms // 4
 
 
@@ -74,8 +73,15 @@ def persistent_grid(kernel: object, x: torch.Tensor, programs_per_sm: int, n_ite
     Programs past what fits would start only as others exit, find no work item left, and add
     a second, empty wave to the launch (H100, nineteenth session: fp32 16 x 1048576 with 8
     asked for and 5 fitting, 55.3 us against 51.9 us with 5)."""
-    fit = _RESIDENT.get(_resident_key(kernel, x), programs_per_sm)
-    return min(n_items, min(programs_per_sm, fit) * sm_count(x.device.index))
+    return min(n_items, _programs_that_run(kernel, x, programs_per_sm) * sm_count(x.device.index))
+
+
+def _programs_that_run(kernel: object, x: torch.Tensor, programs_per_sm: int) -> int:
+    """programs_per_sm, or the programs of `kernel` that fit on an SM where its first launch
+    showed fewer (none known for kernel None, or before that launch)."""
+    if kernel is None:
+        return programs_per_sm
+    return min(programs_per_sm, _RESIDENT.get(_resident_key(kernel, x), programs_per_sm))
 
 
 def _resident_key(kernel: object, x: torch.Tensor) -> tuple[object, torch.dtype, int | None]:

@@ -483,11 +483,8 @@ def _twins(op: SoftmaxOp, base: Config, problem: SoftmaxProblem, variants: list[
     run ``problem``, validated."""
     twins = []
     for raw in variants:
-        if raw.get("paired_loads") and (raw["splits"] * raw["block"] < problem.n_cols
-                                        or raw["num_stages"] != 1):
-            # segments of several chunks, or a depth the paired kernel has no loop for: the
-            # plain persistent kernel runs, so name it so (fitting_configs' rule)
-            raw = dict(raw, paired_loads=False)
+        if raw.get("paired_loads") and _paired_twin_of_plain(raw, problem):
+            raw = dict(raw, paired_loads=False)  # name the plain persistent kernel it runs
         if raw != base.as_dict() and op.space.is_valid(raw):
             config = op.space.validate(raw)
             if problem_misfit(config, problem) is None:
@@ -523,6 +520,13 @@ def _paired_split(n_cols: int, elem_bytes: int, sm_count: int) -> dict[str, Any]
         return {}
     return dict(paired_loads=True, block=block, num_warps=num_warps, programs_per_sm=programs,
                 splits=splits)
+
+
+def _paired_twin_of_plain(config: Mapping[str, Any], problem: SoftmaxProblem) -> bool:
+    """A paired-loads config that is a twin of its plain one on this problem: its segments span
+    several chunks (launch() runs the plain persistent kernel), or it asks for pipelining the
+    paired kernel has no chunk loop for."""
+    return config["splits"] * config["block"] < problem.n_cols or config["num_stages"] != 1
 
 
 def _prev_pow2(n: int) -> int:
@@ -567,9 +571,8 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             if config.get("paired_loads", False) and (
                     2 * config["block"] > MAX_HELD_PER_THREAD * 32 * config["num_warps"]):
                 continue  # two chunks live per turn: past 128 elements per thread they spill
-            if config.get("paired_loads", False) and (
-                    config["splits"] * config["block"] < problem.n_cols or config["num_stages"] != 1):
-                continue  # segments of several chunks (the plain loop), or no loop to pipeline: twins
+            if config.get("paired_loads", False) and _paired_twin_of_plain(config, problem):
+                continue
         elif config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
         if config.get("align", False) and _rows_aligned(problem):
