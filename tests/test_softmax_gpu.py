@@ -112,6 +112,7 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
 
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
 ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split")
+WHOLE_CHUNK_PERSISTENT = "persistent split, one chunk per segment"
 
 
 def _one_launch(regime, splits, n_cols, num_warps=8):
@@ -125,6 +126,13 @@ def _one_launch(regime, splits, n_cols, num_warps=8):
         block = max(16, next_pow2(-(-n_cols // splits)))
         knobs = {"splits": splits, "fused": True, "block": block, "programs_per_sm": 8,
                  "paired_loads": True}
+        raw = make_config("softmax", "split", knobs, n_cols,
+                          num_warps=max(1, min(16, block // 512)), num_stages=1, l2_hint=True)
+    elif regime == WHOLE_CHUNK_PERSISTENT:
+        # the plain persistent loop on segments of one chunk each: with 50257 columns over 8
+        # splits, chunks of 8192 leave the last segment empty
+        block = max(16, next_pow2(-(-n_cols // splits)))
+        knobs = {"splits": splits, "fused": True, "block": block, "programs_per_sm": 2}
         raw = make_config("softmax", "split", knobs, n_cols,
                           num_warps=max(1, min(16, block // 512)), num_stages=1, l2_hint=True)
     else:
@@ -157,12 +165,16 @@ def test_one_launch_repeated_launches_gpu(regime, rows, cols, splits):
                                        msg=f"launch {i}, rows from {lo}")
 
 
-@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)
-def test_one_launch_give_up_path_is_bit_identical_gpu(regime, monkeypatch):
+@pytest.mark.parametrize("polls", (0, 2))
+@pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES + (WHOLE_CHUNK_PERSISTENT,))
+def test_one_launch_give_up_path_is_bit_identical_gpu(regime, polls, monkeypatch):
     """A program that stops waiting (MAX_POLLS polls: partners starved of SMs by other work)
-    computes its partners' (m, d) from x itself. Forced here for every program (MAX_POLLS 0):
+    computes its partners' (m, d) from x itself. Forced here (MAX_POLLS 0, or 2: some programs
+    find their row complete, others give up, racing their partners' publishing):
     the output must equal a normal launch's bit for bit, and the launch must leave its
-    counters zeroed for the next one."""
+    counters zeroed for the next one. (Each warp polls the words itself: before the persistent
+    kernels made the give-up decision one for the whole program, warps that disagreed took
+    different branches, and an H200 gave NaN rows or hung here.)"""
     from flashtune.gen import row_sync
     from flashtune.gen.softmax_ops import softmax_forward
 
@@ -171,16 +183,18 @@ def test_one_launch_give_up_path_is_bit_identical_gpu(regime, monkeypatch):
     x[7] = float("-inf")
     x[11, 1000] = float("nan")
     normal = softmax_forward(x, -1, config=config)
-    monkeypatch.setattr(row_sync, "MAX_POLLS", 0)
+    monkeypatch.setattr(row_sync, "MAX_POLLS", polls)
     forced = softmax_forward(x, -1, config=config)
     torch.testing.assert_close(forced, normal, rtol=0, atol=0, equal_nan=True)
+    assert forced[7].isnan().all() and forced[11].isnan().all()  # as torch: an all -inf row, NaN
     monkeypatch.undo()
     again = softmax_forward(x, -1, config=config)
     torch.testing.assert_close(again, normal, rtol=0, atol=0, equal_nan=True)
     ok = torch.ones(300, dtype=torch.bool, device=x.device)
     ok[[7, 11]] = False
-    torch.testing.assert_close(normal[ok].double(), torch.softmax(x[ok].double(), -1),
-                               rtol=0, atol=2e-3)
+    ref = torch.softmax(x[ok].double(), -1)
+    torch.testing.assert_close(normal[ok].double(), ref, rtol=0, atol=2e-3)
+    torch.testing.assert_close(forced[ok].double(), ref, rtol=0, atol=2e-3)
 
 
 @pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)

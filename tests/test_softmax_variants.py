@@ -122,8 +122,11 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
 
 @pytest.mark.parametrize("op", FORWARD_OPS)
 @pytest.mark.parametrize("programs", (1, 3, 40))
-@pytest.mark.parametrize("paired", (False, True), ids=("plain", "paired_loads"))
-def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs, paired):
+@pytest.mark.parametrize("paired,block", ((False, 16), (True, 64), (False, 128), (True, 128)),
+                         ids=("plain", "paired_loads", "plain-empty-segments",
+                              "paired_loads-empty-segments"))
+def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs, paired,
+                                                                            block):
     """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
     one after another: the first program takes every ticket, reading each (row, segment) item
     before finishing the one before. A finish whose row is not all published gives up waiting
@@ -133,12 +136,15 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     (5 rows, then 3, then 5): each must give torch's result and leave the half the next launch
     writes all zero, also the words past its own items (the 5-row launch's tail), and the
     ticket counters zero. paired_loads: the kernel for segments of one chunk (64 columns
-    here), whose turns load the new item and re-read the finished one together."""
+    here), whose turns load the new item and re-read the finished one together. Chunks of 128:
+    segments of one chunk each, the last two of every row empty (launch()'s seg_len rounds the
+    row's quarter up to whole chunks)."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
-    knobs = dict(block=64, num_stages=1, paired_loads=True) if paired else dict(block=16, num_stages=2)
+    knobs = dict(num_stages=1, paired_loads=True) if paired else dict(num_stages=2)
+    seg_len = -(-(-(-250 // 4)) // block) * block  # as launch() computes it
     cfg = OPS[op].space.complete(dict(regime="split", splits=4, num_warps=1, fused=True,
-                                      programs_per_sm=2, l2_hint=True, **knobs))
+                                      programs_per_sm=2, l2_hint=True, block=block, **knobs))
     module = load_variant(op, cfg)
     kernel = getattr(module, f"_{op}_split_{'paired' if paired else 'persistent'}")
     words = torch.zeros(2, 5 * 4, dtype=torch.int64)
@@ -152,7 +158,7 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
         x[-1, 7] = float("nan")
         y = torch.full_like(x, 123.0)
         kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 250, x.stride(0),
-                            y.stride(0), 64, n_rows * 4, written[1 - half], programs,
+                            y.stride(0), seg_len, n_rows * 4, written[1 - half], programs,
                             BLOCK=cfg["block"], SPLITS=4, MAX_POLLS=2)
         written = [n_rows * 4, 0] if half == 0 else [0, n_rows * 4]
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
