@@ -165,20 +165,25 @@ def test_one_launch_repeated_launches_gpu(regime, rows, cols, splits):
                                        msg=f"launch {i}, rows from {lo}")
 
 
+@pytest.mark.parametrize("splits", (8, 64))
 @pytest.mark.parametrize("polls", (0, 2))
 @pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES + (WHOLE_CHUNK_PERSISTENT,))
-def test_one_launch_give_up_path_is_bit_identical_gpu(regime, polls, monkeypatch):
+def test_one_launch_give_up_path_is_bit_identical_gpu(regime, polls, splits, monkeypatch):
     """A program that stops waiting (MAX_POLLS polls: partners starved of SMs by other work)
     computes its partners' (m, d) from x itself. Forced here (MAX_POLLS 0, or 2: some programs
     find their row complete, others give up, racing their partners' publishing):
     the output must equal a normal launch's bit for bit, and the launch must leave its
     counters zeroed for the next one. (Each warp polls the words itself: before the persistent
     kernels made the give-up decision one for the whole program, warps that disagreed took
-    different branches, and an H200 gave NaN rows or hung here.)"""
+    different branches, and an H200 gave NaN rows or hung here.) 64 splits: the persistent
+    kernel's 64 words over 8 warps' 256 threads (copies in groups of warps), the paired and
+    one-chunk kernels' over 2 warps (a word per thread); coop and the fused split run that
+    many as two launches. Row sums catch a partial left out of a row's merge, which a
+    per-element tolerance on rows of 50257 columns would not."""
     from flashtune.gen import row_sync
     from flashtune.gen.softmax_ops import softmax_forward
 
-    config = _one_launch(regime, 8, 50257)
+    config = _one_launch(regime, splits, 50257)
     x = (torch.randn(300, 50257, device="cuda") * 4).half()
     x[7] = float("-inf")
     x[11, 1000] = float("nan")
@@ -192,9 +197,10 @@ def test_one_launch_give_up_path_is_bit_identical_gpu(regime, polls, monkeypatch
     torch.testing.assert_close(again, normal, rtol=0, atol=0, equal_nan=True)
     ok = torch.ones(300, dtype=torch.bool, device=x.device)
     ok[[7, 11]] = False
-    ref = torch.softmax(x[ok].double(), -1)
-    torch.testing.assert_close(normal[ok].double(), ref, rtol=0, atol=2e-3)
-    torch.testing.assert_close(forced[ok].double(), ref, rtol=0, atol=2e-3)
+    torch.testing.assert_close(normal[ok].double(), torch.softmax(x[ok].double(), -1),
+                               rtol=0, atol=2e-3)
+    sums = normal[ok].double().sum(-1)
+    assert (sums - 1).abs().max().item() < 2e-3, f"row sums {sums.min().item()}..{sums.max().item()}"
 
 
 @pytest.mark.parametrize("regime", ONE_LAUNCH_REGIMES)

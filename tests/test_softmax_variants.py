@@ -135,8 +135,8 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     Three launches alternate the two halves of the partials as row_sync.polled_partials does
     (5 rows, then 3, then 5): each must give torch's result and leave the half the next launch
     writes all zero, also the words past its own items (the 5-row launch's tail), and the
-    ticket counters zero. paired_loads: the kernel for segments of one chunk (64 columns
-    here), whose turns load the new item and re-read the finished one together. Chunks of 128:
+    ticket counters zero. paired_loads: the kernel for segments of one chunk (64 or 128
+    columns here), whose turns load the new item and re-read the finished one together. Chunks of 128:
     segments of one chunk each, the last two of every row empty (launch()'s seg_len rounds the
     row's quarter up to whole chunks)."""
     if not loader.interpreter_mode():
@@ -154,7 +154,7 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
         half = launch % 2
         x = torch.randn(n_rows, 250) * 3
         x[1] = float("-inf")
-        x[0, :64] = float("-inf")  # a whole segment of -inf in a finite row
+        x[0, :64] = float("-inf")  # a segment (chunks of 128: half of one) of -inf in a finite row
         x[-1, 7] = float("nan")
         y = torch.full_like(x, 123.0)
         kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 250, x.stride(0),
