@@ -120,19 +120,15 @@ def _one_launch(regime, splits, n_cols, num_warps=8):
         raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
         raw["block"] = coop_block(n_cols, splits)
         raw["num_warps"] = max(1, min(num_warps, raw["block"] // 32))
-    elif regime == "paired split":
-        # paired_loads: segments of one chunk (at most 16384), so at least cols / 16384 splits
+    elif regime in ("paired split", WHOLE_CHUNK_PERSISTENT):
+        # segments of one chunk (at most 16384), so at least cols / 16384 splits; paired loads,
+        # or the plain persistent loop (with 50257 columns over 8 splits, chunks of 8192 leave
+        # the last segment empty)
+        paired = regime == "paired split"
         splits = max(splits, next_pow2(-(-n_cols // 16384)))
         block = max(16, next_pow2(-(-n_cols // splits)))
-        knobs = {"splits": splits, "fused": True, "block": block, "programs_per_sm": 8,
-                 "paired_loads": True}
-        raw = make_config("softmax", "split", knobs, n_cols,
-                          num_warps=max(1, min(16, block // 512)), num_stages=1, l2_hint=True)
-    elif regime == WHOLE_CHUNK_PERSISTENT:
-        # the plain persistent loop on segments of one chunk each: with 50257 columns over 8
-        # splits, chunks of 8192 leave the last segment empty
-        block = max(16, next_pow2(-(-n_cols // splits)))
-        knobs = {"splits": splits, "fused": True, "block": block, "programs_per_sm": 2}
+        knobs = {"splits": splits, "fused": True, "block": block,
+                 "programs_per_sm": 8 if paired else 2, "paired_loads": paired}
         raw = make_config("softmax", "split", knobs, n_cols,
                           num_warps=max(1, min(16, block // 512)), num_stages=1, l2_hint=True)
     else:
