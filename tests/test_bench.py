@@ -282,6 +282,21 @@ def test_report_renders_values_a_log_axis_cannot_show(bench_run, tmp_path):
     assert (tmp_path / "out" / "plot_softmax.png").read_bytes().startswith(PNG_MAGIC)
 
 
+def test_report_shows_a_missing_size_as_a_dash(bench_run, tmp_path):
+    # Defect (audit): "mib": null passed the checks (an optional number) and then stopped the
+    # renderer: "unsupported format string passed to NoneType.__format__".
+    _, result, _ = bench_run
+    odd = json.loads(json.dumps(result))
+    for row in odd["softmax"]:
+        row["mib"] = None
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(odd))
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    first = odd["softmax"][0]
+    assert f"| {first['shape']} | {first['dtype']} | - |" in (tmp_path / "out" / MARKDOWN_NAME).read_text()
+
+
 @pytest.mark.parametrize("text, needle", [("[" * 100_000 + "]" * 100_000, "nested too deeply"),
                                           ("1" * 5000, "not JSON")])
 def test_report_refuses_json_python_cannot_hold(tmp_path, text, needle):

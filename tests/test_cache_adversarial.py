@@ -7,10 +7,13 @@ input with one ``flashtune CMD: error: ...`` line and a nonzero exit, never a tr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -37,12 +40,21 @@ def _store(url, *keys, device=DEV, family=FAMILY):
                              p80_ms=1.0, trials=1)
 
 
-def _set_config(path, bucket_rows: int, config_text: str) -> None:
+_UPDATES = {column: f"UPDATE ft_v1_winners SET {column} = ? WHERE bucket = ?"  # fixed names
+            for column in ("config", "bucket")}
+
+
+def _set_column(path, bucket_rows: int, column: str, text: str) -> None:
+    """Edit one winner row behind flashtune's back (the row of key_for(bucket_rows))."""
     conn = sqlite3.connect(path)
     with conn:
-        assert conn.execute("UPDATE ft_v1_winners SET config = ? WHERE bucket = ?",
-                            (config_text, key_for(bucket_rows).bucket_json())).rowcount == 1
+        assert conn.execute(_UPDATES[column],
+                            (text, key_for(bucket_rows).bucket_json())).rowcount == 1
     conn.close()
+
+
+def _set_config(path, bucket_rows: int, config_text: str) -> None:
+    _set_column(path, bucket_rows, "config", config_text)
 
 
 def _runtime(url) -> tuple[list, list[str]]:
@@ -328,6 +340,100 @@ def test_export_target_errors_and_file_mode(tmp_path, capsys):
     finally:
         os.umask(old)
     assert rc == 0 and (tmp_path / "o.json").stat().st_mode & 0o777 == 0o644
+
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """Fail (instead of hanging the suite) when the body blocks longer than ``seconds``: a
+    blocked open() or read() is interrupted by the alarm's exception."""
+    def expired(signum, frame):
+        raise TimeoutError(f"blocked for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_export_writes_through_a_link_and_leaves_pipes_alone(tmp_path, capsys):
+    # Defects (audit): the export replaced a symbolic link with a file, leaving the file it
+    # named stale; it blocked forever opening a named pipe (to look for an SQLite header), and
+    # would then have replaced it, as it replaced device nodes (as root, `flashtune export
+    # /dev/full` turned the device into a JSON file).
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    rc, _, err = _cli(capsys, "export", str(link), "--db", str(path))
+    assert rc == 0, err
+    assert link.is_symlink() and json.loads(real.read_text())["format"] == "flashtune-winners"
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with _within(20):
+        rc, _, err = _cli(capsys, "export", str(pipe), "--db", str(path))
+    assert rc == 2 and "not a regular file" in err
+    _one_line_error(err, "export")
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_import_refuses_what_is_not_a_regular_file(tmp_path, capsys):
+    # Defect (audit): `flashtune import /dev/zero` read until the process was killed (a device
+    # has no size to check), and a named pipe blocked forever.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    db = tmp_path / "dst.sqlite"
+    for target in (pipe, tmp_path):
+        with _within(20):
+            rc, _, err = _cli(capsys, "import", str(target), "--db", str(db))
+        assert rc == 2 and "not a regular file" in err, err
+        _one_line_error(err, "import")
+    if os.path.exists("/dev/zero"):  # read-only: safe to point at whatever the code does
+        with _within(20):
+            rc, _, err = _cli(capsys, "import", "/dev/zero", "--db", str(db))
+        assert rc == 2 and "not a regular file" in err, err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_database_path_that_is_no_file_is_named_for_what_it_is(tmp_path, capsys):
+    # Defect (audit): a folder given as --db was "no winner database at DIR" to show and clear
+    # (export said "a folder"), and the runtime said a pipe or /dev/null "does not exist".
+    for command in ("show", "clear"):
+        rc, out, _ = _cli(capsys, command, "--db", str(tmp_path))
+        assert rc == 0 and f"{tmp_path} (a folder)" in out, out
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with _within(20):
+        winners, said = _runtime(f"sqlite:///{pipe}")
+    assert winners == [] and len(said) == 1 and "is not a regular file" in said[0], said
+
+
+def test_buckets_no_problem_can_have_are_not_served_or_exported(tmp_path, capsys):
+    # Defect (audit): import refused such keys, but a row edited in the database was read as
+    # valid: the dispatcher served it as a "nearest" winner, and export wrote it, so the file
+    # no longer imported (one bad row refuses the whole file).
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}", key_for(64), key_for(128))
+    _set_column(path, 128, "bucket", json.dumps({"cols_bucket": 100, "rows_bucket": 128}))
+    winners, said = _runtime(f"sqlite:///{path}")
+    assert [w.key for w in winners] == [key_for(64)]
+    assert len(said) == 1 and "skipped 1 invalid winner row" in said[0] and "100" in said[0]
+    out = tmp_path / "out.json"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(path) as db:
+            assert db.export_json(out) == 1
+    assert any("cols_bucket" in str(w.message) for w in caught)
+    rc, _, err = _cli(capsys, "import", str(out), "--db", str(tmp_path / "dst.sqlite"))
+    assert rc == 0, err
+    with TuneDB(tmp_path / "dst.sqlite") as check:
+        assert [w.key for w in check.winners()] == [key_for(64)]
 
 
 # -- tune options -------------------------------------------------------------------------------

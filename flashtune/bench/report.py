@@ -99,8 +99,9 @@ def _gbs_table(rows: list[dict], peers: tuple[str, ...], op_column: bool) -> lis
         ours = case.get(FLASHTUNE)
         first = next(iter(case.values()))
         frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
+        mib = first.get("mib")  # absent or null in a hand-edited result: shown as "-"
         cells = [*([first["op"]] if op_column else []), first["shape"], first["dtype"],
-                 f"{first.get('mib', 0):.1f}", _cell(ours, "gbs"),
+                 "-" if mib is None else f"{mib:.1f}", _cell(ours, "gbs"),
                  "-" if frac is None else f"{100 * frac:.0f}%",
                  *(_cell(case.get(p), "gbs") for p in peers),
                  *(_ratio(ours, p) for p in peers), _dispatch(ours)]

@@ -21,7 +21,8 @@ from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
 from .records import (Trial, Winner, check_family_hash, check_ms, check_timing, check_trials,
-                      config_json, describe_row, now_utc, trial_from_row, winner_from_row)
+                      config_json, describe_row, now_utc, op_winner_from_row, trial_from_row,
+                      winner_from_row)
 from .schema import SchemaProblem, other_versions_note, prepare
 from .warn import warn_once
 
@@ -185,9 +186,11 @@ class TuneDB:
                            winner_from_row, "winner")
         return found[0] if found else None
 
-    def winners(self, device: DeviceInfo | None = None) -> list[Winner]:
-        """All valid winners (of one device); invalid rows are skipped with one warning."""
-        return self._read(WINNERS, device_filter(WINNERS, device), winner_from_row, "winner")
+    def winners(self, device: DeviceInfo | None = None, *, op_keys: bool = False) -> list[Winner]:
+        """All valid winners (of one device); invalid rows are skipped with one warning.
+        ``op_keys``: a row whose bucket no problem of its op can have is invalid too."""
+        convert = op_winner_from_row if op_keys else winner_from_row
+        return self._read(WINNERS, device_filter(WINNERS, device), convert, "winner")
 
     def trials(self, device: DeviceInfo, family_hash: str, key: ProblemKey) -> list[Trial]:
         if self._no_trials:
@@ -225,7 +228,8 @@ class TuneDB:
         if database is not None and _same_file(path, database):
             raise ValueError(f"{path}: is the winner database itself; give another file to "
                              "export to")
-        return export_winners(self.winners(device), path)
+        # Only rows that import again: one bad key would make the whole file refused.
+        return export_winners(self.winners(device, op_keys=True), path)
 
     def import_json(self, path: Any) -> int:
         """Validate every row of the file, then store them (faster-wins rule); return how many

@@ -287,8 +287,13 @@ def explain(err: BaseException, url: URL, timeout: float) -> str:
         return (f"{where} is locked by another process (waited {timeout:g} s): {text}. "
                 "Retry when the other tuning run is done.")
     if "unable to open database file" in lowered or "readonly" in lowered:
+        # Readers too: SQLite reads a WAL database only where it may make the -shm file
+        # beside it (unless nobody at all can write there), so a team database in another
+        # user's folder fails here for its readers.
         return (f"cannot open or write {where}: its folder is missing or not writable "
-                f"({text}). Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place.")
+                f"({text}). Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place (to use "
+                "a database in a folder you cannot write, copy it, or carry its winners with "
+                "`flashtune export` and `flashtune import`).")
     return f"{where}: {type(err).__name__}: {text}"
 
 

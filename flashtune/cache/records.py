@@ -159,6 +159,15 @@ def winner_from_row(row: Any) -> Winner:
                   row.flashtune_version, utc(row.tuned_at))
 
 
+def op_winner_from_row(row: Any) -> Winner:
+    """winner_from_row, for readers that serve or hand on winners as flashtune ops' (the
+    dispatcher, export): a bucket no problem of the op can have, edited outside flashtune, is
+    invalid too. (TuneDB itself stores any op's bucket.)"""
+    winner = winner_from_row(row)
+    check_key(winner.key)
+    return winner
+
+
 def trial_from_row(row: Any) -> Trial:
     if row.status not in ("ok", "failed"):
         raise ValueError(f"status must be 'ok' or 'failed', got {row.status!r}")

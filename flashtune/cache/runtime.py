@@ -17,7 +17,7 @@ from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, ma
                      resolve_url, sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
-from .records import Winner, winner_from_row
+from .records import Winner, op_winner_from_row
 from .schema import SchemaProblem, other_versions_note, prepare
 from .warn import warn_once
 
@@ -51,7 +51,8 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     path = sqlite_file(resolved)
     if path is not None and not path.is_file():
         # Connecting would create an empty file (and folders): a reader must not.
-        what = "is a folder, not a winner database file" if path.is_dir() else "does not exist"
+        what = ("is a folder, not a winner database file" if path.is_dir() else
+                "is not a regular file (a device or pipe)" if path.exists() else "does not exist")
         warn_once(where, "missing", f"flashtune winner database {path} {what} (run `flashtune "
                                     f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
         return []
@@ -79,7 +80,7 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     if others:
         warn_once(where, "other-schema", f"flashtune winner database {where}: "
                                          f"{other_versions_note(others)}")
-    good, bad = convert_rows(rows, winner_from_row)
+    good, bad = convert_rows(rows, op_winner_from_row)
     if bad:
         warn_once(where, "invalid-rows", f"flashtune winner database {where}: skipped "
                                          f"{len(bad)} invalid winner row(s): " + "; ".join(bad[:5]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -44,9 +45,14 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     """Write the winners to ``path`` (atomically: a reader never sees half a file)."""
     rows = [winner_to_json(w) for w in winners]
     document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
-    target = Path(path)
+    # Through a symbolic link to the file it names: replacing the link would leave that file
+    # stale and the link gone.
+    target = Path(os.path.realpath(path))
     if target.is_dir():
         raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
+    if _exists_but_not_a_file(target):  # never replaced: a device node (/dev/stdout) or a pipe
+        raise OSError(f"{path}: is not a regular file (a device, pipe or socket); give the path "
+                      "of the JSON file to write")
     if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
         raise ValueError(f"{path}: is an SQLite database, which the export would replace; give "
                          "the path of a JSON file")
@@ -65,7 +71,18 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     return len(rows)
 
 
+def _exists_but_not_a_file(path: Path) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # nothing there (or nothing we may see): the export creates it
+        return False
+
+
 def _is_sqlite_file(path: Path) -> bool:
+    """Whether the regular file at path starts as an SQLite database does (never opens
+    anything else: opening a pipe would block)."""
+    if _exists_but_not_a_file(path):
+        return False
     try:
         with open(path, "rb") as handle:
             return handle.read(16) == b"SQLite format 3\x00"
@@ -89,15 +106,25 @@ def _create_temp_beside(target: Path) -> tuple[int, str]:
 def load_winners(path: Any) -> list[dict[str, Any]]:
     """The file's rows as database values, every one validated (ValueError otherwise)."""
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
     except OSError as err:
         raise OSError(f"{path}: cannot read ({err.strerror or err})") from None
-    if size > MAX_IMPORT_BYTES:
-        raise ValueError(f"{path}: {size} bytes is too large for a winners export (at most "
-                         f"{MAX_IMPORT_BYTES // 2**20} MiB)")
+    if not stat.S_ISREG(info.st_mode):  # /dev/zero, a pipe: no size to check, maybe no end
+        raise ValueError(f"{path}: not a regular file (a folder, device, pipe or socket); give "
+                         "the path of a winners export")
+    too_large = ValueError(f"{path}: too large for a winners export (at most "
+                           f"{MAX_IMPORT_BYTES // 2**20} MiB)")
+    if info.st_size > MAX_IMPORT_BYTES:
+        raise too_large
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_IMPORT_BYTES + 1)  # bounded: the file may grow after stat
+    except OSError as err:
+        raise OSError(f"{path}: cannot read ({err.strerror or err})") from None
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise too_large
+    try:
+        document = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:  # before ValueError, its base class
         raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
     except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit

@@ -25,10 +25,13 @@ def database_location(url: Any = None) -> tuple[str, str | None]:
 
 
 def database_missing(url: Any = None) -> str | None:
-    """The SQLite file's path when it does not exist (opening it would create it), else None."""
+    """The SQLite file's path when it does not exist (opening it would create it), else None.
+    Something else at that path (a folder, a device) is named as such."""
     _, path = database_location(url)
     if path is not None and not os.path.isfile(path):
-        return path
+        if os.path.isdir(path):
+            return f"{path} (a folder)"
+        return f"{path} (not a regular file)" if os.path.exists(path) else path
     return None
 
 
