@@ -177,3 +177,16 @@ def test_import_says_a_row_comes_from_another_flashtune_version(tmp_path, capsys
     (tmp_path / "w.json").write_text(json.dumps(document))
     rc, _, err = run_cli(capsys, "import", str(tmp_path / "w.json"), "--db", str(tmp_path / "d.sqlite"))
     assert rc == 2 and "missing keys ['align']" in err and "another flashtune version" in err, err
+
+
+@pytest.mark.parametrize("argv", [["source", "softmax", "--bogus", "1"], ["show", "--nope"],
+                                  ["export", "o.json", "extra.json"]])
+def test_an_unknown_option_is_named_by_its_subcommand(capsys, argv):
+    # Defect (audit): the top-level parser answered "flashtune: error: unrecognized
+    # arguments", with the top-level usage, not the subcommand's.
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert f"flashtune {argv[0]}: error: unrecognized arguments: " in err, err
+    assert f"usage: flashtune {argv[0]}" in err, err

@@ -8,12 +8,13 @@ the whole file with a message naming the row and the reason.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 from .keys import DeviceInfo, ProblemKey
 from .models import SCHEMA_VERSION, WinnerRow
@@ -45,9 +46,12 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     """Write the winners to ``path`` (atomically: a reader never sees half a file)."""
     rows = [winner_to_json(w) for w in winners]
     document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
-    # Through a symbolic link to the file it names: replacing the link would leave that file
-    # stale and the link gone.
-    target = Path(os.path.realpath(path))
+    target = Path(path)
+    if target.is_symlink():
+        # Neither replaced (the file it names would go stale, the link gone) nor followed (a
+        # link another user planted in a shared folder would aim the export at any file the
+        # caller can write, past the kernel's protected_symlinks rule).
+        raise OSError(f"{path}: is a symbolic link; give the path of the file it names")
     if target.is_dir():
         raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
     if _exists_but_not_a_file(target):  # never replaced: a device node (/dev/stdout) or a pipe
@@ -61,6 +65,7 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     except OSError as err:
         raise OSError(f"{path}: cannot write there ({err.strerror or err})") from None
     try:
+        _keep_mode_of(target, fd)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
@@ -78,13 +83,38 @@ def _exists_but_not_a_file(path: Path) -> bool:
         return False
 
 
+def _keep_mode_of(target: Path, fd: int) -> None:
+    """A file the export replaces keeps its permission bits (a group-shared 0664 export stays
+    so); a new one gets the mode a plain open would give it."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, stat.S_IMODE(mode))
+
+
+def _open_regular_file(path: Any) -> BinaryIO:
+    """The regular file at path, opened for reading; OSError for anything else. Opened
+    without blocking, then checked again on the open file: a pipe swapped in after a stat
+    would block a plain open forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _is_sqlite_file(path: Path) -> bool:
-    """Whether the regular file at path starts as an SQLite database does (never opens
-    anything else: opening a pipe would block)."""
+    """Whether the regular file at path starts as an SQLite database does (never opens a
+    device: that can have effects of its own)."""
     if _exists_but_not_a_file(path):
         return False
     try:
-        with open(path, "rb") as handle:
+        with _open_regular_file(path) as handle:
             return handle.read(16) == b"SQLite format 3\x00"
     except OSError:
         return False
@@ -117,7 +147,7 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     if info.st_size > MAX_IMPORT_BYTES:
         raise too_large
     try:
-        with open(path, "rb") as handle:
+        with _open_regular_file(path) as handle:
             raw = handle.read(MAX_IMPORT_BYTES + 1)  # bounded: the file may grow after stat
     except OSError as err:
         raise OSError(f"{path}: cannot read ({err.strerror or err})") from None

@@ -34,12 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module_name in SUBCOMMANDS.values():
         importlib.import_module(module_name).register(sub)
+    parser.set_defaults(subcommand_parsers=sub.choices)  # name -> that subcommand's parser
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the subcommand's parser: "flashtune source: error: ..." and its usage
+        args.subcommand_parsers[args.command].error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     # Our own warnings (e.g. skipped database rows) as one line each, without Python's source
     # echo; other libraries' warnings keep the standard form, which names their category.
     previous = warnings.formatwarning
