@@ -90,6 +90,16 @@ def sqlite_file(url: URL) -> Path | None:
     return Path(url.database)
 
 
+def no_file_there(path: Any) -> str | None:
+    """Why a database path holds no file to read, for messages: "a folder", "not a regular
+    file" (a device, a pipe), "missing"; None for a regular file."""
+    if os.path.isfile(path):
+        return None
+    if os.path.isdir(path):
+        return "a folder"
+    return "not a regular file" if os.path.exists(path) else "missing"
+
+
 def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
     """An engine whose connections wait up to ``timeout`` seconds for locks / the server.
 

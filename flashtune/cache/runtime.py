@@ -13,8 +13,8 @@ from typing import Any, Mapping
 from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
-from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine, reading,
-                     resolve_url, sqlite_file)
+from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine,
+                     no_file_there, reading, resolve_url, sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, op_winner_from_row
@@ -49,10 +49,12 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     resolved = resolve_url(url)
     where = display(resolved)
     path = sqlite_file(resolved)
-    if path is not None and not path.is_file():
+    why = no_file_there(path) if path is not None else None
+    if why is not None:
         # Connecting would create an empty file (and folders): a reader must not.
-        what = ("is a folder, not a winner database file" if path.is_dir() else
-                "is not a regular file (a device or pipe)" if path.exists() else "does not exist")
+        what = {"a folder": "is a folder, not a winner database file",
+                "not a regular file": "is not a regular file (a device or pipe)",
+                "missing": "does not exist"}[why]
         warn_once(where, "missing", f"flashtune winner database {path} {what} (run `flashtune "
                                     f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
         return []

@@ -47,25 +47,30 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     rows = [winner_to_json(w) for w in winners]
     document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
     target = Path(path)
-    if target.is_symlink():
-        # Neither replaced (the file it names would go stale, the link gone) nor followed (a
-        # link another user planted in a shared folder would aim the export at any file the
-        # caller can write, past the kernel's protected_symlinks rule).
-        raise OSError(f"{path}: is a symbolic link; give the path of the file it names")
-    if target.is_dir():
-        raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
-    if _exists_but_not_a_file(target):  # never replaced: a device node (/dev/stdout) or a pipe
-        raise OSError(f"{path}: is not a regular file (a device, pipe or socket); give the path "
-                      "of the JSON file to write")
-    if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
-        raise ValueError(f"{path}: is an SQLite database, which the export would replace; give "
-                         "the path of a JSON file")
+    existing = _mode_if_present(target)  # one look at what the export would replace
+    if existing is not None:
+        if stat.S_ISLNK(existing):
+            # Neither replaced (the file it names would go stale, the link gone) nor followed
+            # (a link another user planted in a shared folder would aim the export at any file
+            # the caller can write, past the kernel's protected_symlinks rule).
+            raise OSError(f"{path}: is a symbolic link; give the path of the file it names")
+        if stat.S_ISDIR(existing):
+            raise OSError(f"{path}: is a folder; give the path of the JSON file to write")
+        if not stat.S_ISREG(existing):  # never replaced: a device node (/dev/stdout) or a pipe
+            raise OSError(f"{path}: is not a regular file (a device, pipe or socket); give the "
+                          "path of the JSON file to write")
+        if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
+            raise ValueError(f"{path}: is an SQLite database, which the export would replace; "
+                             "give the path of a JSON file")
     try:
         fd, tmp = _create_temp_beside(target)
     except OSError as err:
         raise OSError(f"{path}: cannot write there ({err.strerror or err})") from None
     try:
-        _keep_mode_of(target, fd)
+        if existing is not None and hasattr(os, "fchmod"):
+            # The file it replaces keeps its permission bits (a group-shared 0664 export stays
+            # so); a new one gets the mode a plain open would give it.
+            os.fchmod(fd, stat.S_IMODE(existing))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
@@ -76,22 +81,13 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     return len(rows)
 
 
-def _exists_but_not_a_file(path: Path) -> bool:
+def _mode_if_present(path: Path) -> int | None:
+    """The st_mode of what is at path itself (a link is not followed), or None when nothing is
+    there (or nothing we may see: the export then creates the file)."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:  # nothing there (or nothing we may see): the export creates it
-        return False
-
-
-def _keep_mode_of(target: Path, fd: int) -> None:
-    """A file the export replaces keeps its permission bits (a group-shared 0664 export stays
-    so); a new one gets the mode a plain open would give it."""
-    try:
-        mode = os.stat(target).st_mode
+        return os.lstat(path).st_mode
     except OSError:
-        return
-    if hasattr(os, "fchmod"):
-        os.fchmod(fd, stat.S_IMODE(mode))
+        return None
 
 
 def _open_regular_file(path: Any) -> BinaryIO:
@@ -109,10 +105,8 @@ def _open_regular_file(path: Any) -> BinaryIO:
 
 
 def _is_sqlite_file(path: Path) -> bool:
-    """Whether the regular file at path starts as an SQLite database does (never opens a
-    device: that can have effects of its own)."""
-    if _exists_but_not_a_file(path):
-        return False
+    """Whether the regular file at path starts as an SQLite database does. (The caller has
+    seen a regular file there: a device is never opened, it can have effects of its own.)"""
     try:
         with _open_regular_file(path) as handle:
             return handle.read(16) == b"SQLite format 3\x00"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..gen.softmax_space import HOLDING_REGIMES, SPLITTING_REGIMES
@@ -27,12 +26,13 @@ def database_location(url: Any = None) -> tuple[str, str | None]:
 def database_missing(url: Any = None) -> str | None:
     """The SQLite file's path when it does not exist (opening it would create it), else None.
     Something else at that path (a folder, a device) is named as such."""
+    from ..cache.engine import no_file_there
+
     _, path = database_location(url)
-    if path is not None and not os.path.isfile(path):
-        if os.path.isdir(path):
-            return f"{path} (a folder)"
-        return f"{path} (not a regular file)" if os.path.exists(path) else path
-    return None
+    why = no_file_there(path) if path is not None else None
+    if why is None:
+        return None
+    return path if why == "missing" else f"{path} ({why})"
 
 
 def compact_config(config: dict) -> str:
