@@ -161,6 +161,112 @@ def pipe_kernel(x_ptr, y_ptr, slots, stale, totals, n_items, n_stale, n_cols, x_
         tl.store(stale + j, 0)
 
 
+# Spin on one 64-bit word, starting from a value read earlier ($2): reread while it is zero, at
+# most $3 times; the word as last read.
+_SPIN_FROM = tl.constexpr("""{
+.reg .pred %sp<2>;
+.reg .u32 %sn;
+mov.u64 $0, $2;
+mov.u32 %sn, 0;
+SPIN${:uid}:
+setp.ne.u64 %sp0, $0, 0;
+@%sp0 bra DONE${:uid};
+setp.ge.u32 %sp1, %sn, $3;
+@%sp1 bra DONE${:uid};
+add.u32 %sn, %sn, 1;
+ld.volatile.global.u64 $0, [$1];
+bra.uni SPIN${:uid};
+DONE${:uid}:
+}""")
+
+
+@triton.jit
+def _merge_words(words):
+    pm, pd = _unpack(words)
+    M = tl.max(pm, axis=0)
+    M_safe = tl.where(M == float("-inf"), 0.0, M)
+    return M, tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
+
+
+@triton.jit
+def lag_kernel(x_ptr, y_ptr, slots, stale, n_items, n_stale, n_cols, x_stride, y_stride, G,
+               SEGS: tl.constexpr, BLOCK: tl.constexpr, STAGES: tl.constexpr,
+               LAG: tl.constexpr, MAX_POLLS: tl.constexpr, EARLY: tl.constexpr,
+               ASM: tl.constexpr):
+    """MODE 3: each turn reduces and publishes tile k, then writes tile k - LAG (held in
+    registers since its turn), whose row's partials were published about LAG turns ago."""
+    tl.static_assert(LAG >= 1)
+    tl.static_assert(LAG <= 2)
+    p = tl.program_id(0)
+    lane = tl.arange(0, BLOCK)
+    idx = tl.arange(0, SEGS)
+    turns = tl.cdiv(n_items - p, G)
+    failed = 0
+    # Held tiles start as their own zeros (Triton's loop carry: eighteenth session).
+    held1 = tl.zeros([BLOCK], x_ptr.dtype.element_ty)
+    held2 = tl.zeros([BLOCK], x_ptr.dtype.element_ty)
+    for k in tl.range(0, turns + LAG, num_stages=STAGES):
+        item = p + k * G
+        valid = k < turns
+        row = (item // SEGS).to(tl.int64)
+        cols = (item % SEGS) * BLOCK + lane
+        x = tl.load(x_ptr + row * x_stride + cols, mask=cols < tl.where(valid, n_cols, 0),
+                    other=float("-inf"))
+        done = p + (k - LAG) * G  # the item written this turn
+        d_row = (tl.maximum(done, 0) // SEGS).to(tl.int64)
+        d_slots = slots + d_row * SEGS + idx
+        if EARLY:
+            w0 = tl.load(d_slots, mask=idx < tl.where(k >= LAG, SEGS, 0), other=1, volatile=True)
+        xf = x.to(tl.float32)
+        m, d = _tile_stats(xf)
+        if valid:
+            tl.atomic_xchg(slots + item, _pack(m, d), sem="relaxed")
+        if k >= LAG:
+            if not EARLY:
+                w0 = tl.load(d_slots, volatile=True)
+            if ASM:
+                words = tl.inline_asm_elementwise(
+                    _SPIN_FROM, "=l,l,l,r", [d_slots.to(tl.int64, bitcast=True), w0,
+                                             tl.full([SEGS], MAX_POLLS, tl.int32)],
+                    dtype=tl.int64, is_pure=False, pack=1)
+            else:  # the interpreter: no inline asm
+                words = w0
+                polls = 0
+                while (tl.max(tl.where(words == 0, 1, 0), axis=0) == 1) & (polls < MAX_POLLS):
+                    words = tl.load(d_slots, volatile=True)
+                    polls += 1
+            missing = tl.max(tl.where(words == 0, 1, 0), axis=0)
+            missing = tl.max(tl.zeros([BLOCK], tl.int32) + missing, axis=0)
+            failed |= missing
+            M, D = _merge_words(words)
+            if LAG == 1:
+                h = held1
+            else:
+                h = held2
+            d_cols = (done % SEGS) * BLOCK + lane
+            y = tl.exp2((h.to(tl.float32) - M) * 1.4426950408889634) * (1.0 / D)
+            tl.store(y_ptr + d_row * y_stride + d_cols, y.to(y_ptr.dtype.element_ty),
+                     mask=d_cols < n_cols)
+            tl.store(stale + done, 0)
+        held2 = held1
+        held1 = x
+    if failed != 0:
+        for k in range(turns):
+            item = p + k * G
+            row = (item // SEGS).to(tl.int64)
+            cols = (item % SEGS) * BLOCK + lane
+            mask = cols < n_cols
+            pm, pd = _row_from_x(x_ptr, row, n_cols, x_stride, SEGS, BLOCK)
+            M = tl.max(pm, axis=0)
+            M_safe = tl.where(M == float("-inf"), 0.0, M)
+            D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
+            xf = tl.load(x_ptr + row * x_stride + cols, mask=mask).to(tl.float32)
+            y = tl.exp2((xf - M) * 1.4426950408889634) * (1.0 / D)
+            tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    for j in range(n_items + p, n_stale, G):
+        tl.store(stale + j, 0)
+
+
 class Workspace:
     """Two halves of partial words; a launch uses one (all zero) and zeroes the other."""
 
@@ -185,13 +291,21 @@ def totals_of(x):
     return torch.stack([m, d], -1).contiguous()
 
 
-def run(x, y, ws, totals, block, warps, stages, mode, G, max_polls=1 << 16, spin_asm=None):
+def run(x, y, ws, totals, block, warps, stages, mode, G, max_polls=1 << 16, spin_asm=None,
+        maxnreg=0):
     if spin_asm is None:
         spin_asm = int(os.environ.get("SPIN_ASM", "1")) if x.is_cuda else 0
     n_rows, n_cols = x.shape
     segs = triton.cdiv(n_cols, block)
     n_items = n_rows * segs
     slots, stale, n_stale = ws.take(n_items)
+    if mode >= 3:  # 3: LAG 1, 4: LAG 2 (EARLY=1: first poll before the reduction)
+        return lag_kernel[(G,)](x, y, slots, stale, n_items, n_stale, n_cols, x.stride(0),
+                                y.stride(0), G, SEGS=segs, BLOCK=block, STAGES=stages,
+                                LAG=mode - 2, MAX_POLLS=max_polls,
+                                EARLY=int(os.environ.get("EARLY", "1")), ASM=int(x.is_cuda),
+                                num_warps=warps, num_stages=stages,
+                                **({"maxnreg": maxnreg} if maxnreg else {}))
     return pipe_kernel[(G,)](x, y, slots, stale, totals, n_items, n_stale, n_cols, x.stride(0),
                              y.stride(0), G, SEGS=segs, BLOCK=block, STAGES=stages, MODE=mode,
                              MAX_POLLS=max_polls, SPIN_ASM=spin_asm, num_warps=warps, num_stages=stages)
@@ -208,7 +322,7 @@ def err(y, x):
 def interpret_checks():
     ws = Workspace("cpu", 1 << 12)
     for (r, c), dt, mode in itertools.product([(3, 1000), (4, 512)], [torch.float16, torch.float32],
-                                               [1, 2]):
+                                               [1, 2, 3]):
         x = torch.randn(r, c, dtype=dt) * 3
         x[0, 5] = float("-inf")
         y = torch.empty_like(x)
@@ -269,25 +383,34 @@ def gpu_main():
         say(f"{n_rows}x{n_cols} {dname}: flashtune {t_ft:.1f} us ({pct(t_ft):.0f}%), torch "
             f"{t_torch:.1f}, copy {t_copy:.1f} ({pct(t_copy):.0f}%), 80% line {t_copy * 0 + nbytes / (0.8 * copy_rate * 1e3):.1f}")
         rows.append((f"{n_rows}x{n_cols}", dname, "flashtune default", t_ft, pct(t_ft), "-"))
-        for (block, warps, stages, pps), mode in itertools.product(configs, modes):
+        for cfg, mode in itertools.product(configs, modes):
+            block, warps, stages, pps = cfg[:4]
+            maxnreg = cfg[4] if len(cfg) > 4 else 0
             segs = triton.cdiv(n_cols, block)
             G = max(segs, min(sms * pps, n_rows * segs))
             # MODE 2 waits on partners: every program must run at once.
-            if (mode == 2 and G > sms * 4) or segs > 512:
+            if (mode >= 2 and G > sms * 4) or segs > 512:
                 continue
             try:
-                k = run(x, y, ws, totals, block, warps, stages, mode, G)
+                k = run(x, y, ws, totals, block, warps, stages, mode, G, maxnreg=maxnreg)
                 torch.cuda.synchronize()
+                fit = min(65536 // (-(-k.n_regs * 32 // 256) * 256 * warps), 64 // warps,
+                          (228 * 1024) // max(k.metadata.shared, 1))
+                if mode >= 2 and G > fit * sms:
+                    say(f"  b{block} w{warps} s{stages} G{G} mode{mode} r{maxnreg}: skipped, "
+                        f"{fit} programs fit per SM ({k.n_regs} registers)")
+                    continue
                 e = err(y, x) if mode else (y != x).sum().item()
-                t = bench(lambda: run(x, y, ws, totals, block, warps, stages, mode, G))
+                t = bench(lambda: run(x, y, ws, totals, block, warps, stages, mode, G,
+                                      maxnreg=maxnreg))
                 e2 = err(y, x) if mode else (y != x).sum().item()
                 regs, shared = k.n_regs, k.metadata.shared
             except Exception as exc:  # noqa: BLE001
                 say(f"  b{block} w{warps} s{stages} G{G} mode{mode}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            say(f"  b{block} w{warps} s{stages} G{G} mode{mode}: {t:.1f} us ({pct(t):.0f}%) err "
+            say(f"  b{block} w{warps} s{stages} G{G} mode{mode} r{maxnreg}: {t:.1f} us ({pct(t):.0f}%) err "
                 f"{e:.2e}/{e2:.2e} regs {regs} smem {shared}")
-            rows.append((f"{n_rows}x{n_cols}", dname, f"b{block} w{warps} s{stages} G{G} m{mode}",
+            rows.append((f"{n_rows}x{n_cols}", dname, f"b{block} w{warps} s{stages} G{G} m{mode} r{maxnreg}",
                          t, pct(t), f"{max(e, e2):.1e}"))
     say("\n| shape | dtype | kernel | us | % copy | err |\n|---|---|---|---|---|---|")
     for r in rows:
