@@ -122,6 +122,27 @@ def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
     assert rc == 0, err
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_export_never_replaces_a_databases_side_file(tmp_path, capsys, suffix):
+    # Defect: `export tuned.sqlite-wal` replaced the database's write-ahead log (committed
+    # writes not yet in the database file) with JSON: it starts with no SQLite header.
+    db = tmp_path / "tuned.sqlite"
+    rc, _, err = run_cli(capsys, "import", str(_empty_export(tmp_path)), "--db", str(db))
+    assert rc == 0, err
+    side = tmp_path / f"tuned.sqlite{suffix}"
+    side.write_bytes(b"")  # empty: SQLite, opening the database, reads it as nothing pending
+    rc, _, err = run_cli(capsys, "export", str(side), "--db", str(db))
+    _one_line_error(rc, err, "export", "belongs to the SQLite database tuned.sqlite", suffix)
+    # Not replaced by the export (SQLite itself may rewrite its -shm when it opens the database).
+    assert side.exists() and not side.read_bytes().startswith(b"{")
+    # A file that only looks like one (no SQLite database beside it) is the user's to replace.
+    lone = tmp_path / f"notes{suffix}"
+    lone.write_text("old")
+    rc, _, err = run_cli(capsys, "export", str(lone), "--db", str(db))
+    assert rc == 0, err
+    assert lone.read_text().startswith("{")
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--ops", ""], "--ops must be"), (["--ops", "softmax,backwards"], "--ops must be"),
     (["--budget", "inf"], "--budget must be > 0 seconds and finite"), (["--db", "foo://x"], "not supported"),

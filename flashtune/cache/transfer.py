@@ -62,6 +62,11 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
         if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
             raise ValueError(f"{path}: is an SQLite database, which the export would replace; "
                              "give the path of a JSON file")
+        database = _database_of_side_file(target)
+        if database is not None:  # tuned.sqlite-wal: its database's recent writes live there
+            raise ValueError(f"{path}: belongs to the SQLite database {database.name} (its "
+                             f"{target.name[len(database.name):]} file), which replacing it "
+                             "would damage; give the path of a JSON file")
     try:
         fd, tmp = _create_temp_beside(target)
     except OSError as err:
@@ -112,6 +117,22 @@ def _is_sqlite_file(path: Path) -> bool:
             return handle.read(16) == b"SQLite format 3\x00"
     except OSError:
         return False
+
+
+# The files SQLite keeps beside a database while it is open or in WAL mode: the write-ahead
+# log holds committed writes not yet copied into the database, so replacing it loses them.
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _database_of_side_file(path: Path) -> Path | None:
+    """The SQLite database whose side file (-wal, -shm, -journal) path is, or None."""
+    for suffix in _SQLITE_SIDE_FILES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            database = path.with_name(path.name[:-len(suffix)])
+            mode = _mode_if_present(database)
+            if mode is not None and stat.S_ISREG(mode) and _is_sqlite_file(database):
+                return database
+    return None
 
 
 def _create_temp_beside(target: Path) -> tuple[int, str]:
