@@ -446,6 +446,10 @@ def test_buckets_no_problem_can_have_are_not_served_or_exported(tmp_path, capsys
     winners, said = _runtime(f"sqlite:///{path}")
     assert [w.key for w in winners] == [key_for(64)]
     assert len(said) == 1 and "skipped 1 invalid winner row" in said[0] and "100" in said[0]
+    # show lists every stored row, and says which one the runtime and export skip
+    rc, listed, _ = _cli(capsys, "show", "--all-devices", "--db", str(path))
+    marked = [line for line in listed.splitlines() if "[ignored: no problem has this bucket]" in line]
+    assert rc == 0 and len(marked) == 1 and "128x100" in marked[0], listed
     out = tmp_path / "out.json"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -5,7 +5,8 @@ op, dtype, problem bucket (softmax: rows x cols; attention: head dim, Nq/Nk, bat
 causal), median time, speedup over the heuristic default config when the
 tuner measured that config for the bucket (the cache keeps trials, not peers such as
 torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
-tuned on other template versions are marked "stale": the dispatcher ignores them.
+tuned on other template versions are marked "stale": the dispatcher ignores them, as it
+ignores winners whose bucket no problem can have (edited in the database: marked "ignored").
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _default_speedup(db, winner) -> str:
 
 def run(args) -> int:
     from ..cache import TuneDB
+    from ..cache.records import check_key
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
     from ..gen import current_family_hash
 
@@ -88,6 +90,10 @@ def run(args) -> int:
             config = compact_config(w.config)
             if w.family_hash != current[w.key.op]:
                 config += "  [stale: other templates]"
+            try:
+                check_key(w.key)
+            except (TypeError, ValueError):  # the runtime and export skip it (op_winner_from_row)
+                config += "  [ignored: no problem has this bucket]"
             row = [w.key.op, w.key.dtype, shape, f"{w.median_ms:.4f}", _default_speedup(db, w),
                    str(w.trials), config]
             if device is None:
