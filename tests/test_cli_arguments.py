@@ -4,6 +4,7 @@ nonzero exit before any work starts, and nothing is written where nothing can be
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import sqlite3
 
 import pytest
@@ -122,7 +123,7 @@ def test_export_never_replaces_an_sqlite_database(tmp_path, capsys):
     assert rc == 0, err
 
 
-@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-WAL"])
 def test_export_never_replaces_a_databases_side_file(tmp_path, capsys, suffix):
     # Defect: `export tuned.sqlite-wal` replaced the database's write-ahead log (committed
     # writes not yet in the database file) with JSON: it starts with no SQLite header.
@@ -132,7 +133,7 @@ def test_export_never_replaces_a_databases_side_file(tmp_path, capsys, suffix):
     side = tmp_path / f"tuned.sqlite{suffix}"
     side.write_bytes(b"")  # empty: SQLite, opening the database, reads it as nothing pending
     rc, _, err = run_cli(capsys, "export", str(side), "--db", str(db))
-    _one_line_error(rc, err, "export", "belongs to the SQLite database tuned.sqlite", suffix)
+    _one_line_error(rc, err, "export", f"is the {suffix} file of the SQLite database tuned.sqlite")
     # Not replaced by the export (SQLite itself may rewrite its -shm when it opens the database).
     assert side.exists() and not side.read_bytes().startswith(b"{")
     # A file that only looks like one (no SQLite database beside it) is the user's to replace.
@@ -141,6 +142,46 @@ def test_export_never_replaces_a_databases_side_file(tmp_path, capsys, suffix):
     rc, _, err = run_cli(capsys, "export", str(lone), "--db", str(db))
     assert rc == 0, err
     assert lone.read_text().startswith("{")
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-journal"])
+def test_export_never_makes_a_side_file_for_a_database(tmp_path, capsys, suffix):
+    # Review: the first fix looked only at a side file already there. SQLite makes -wal and
+    # -shm only while the database is open, and takes a -journal it finds for a rollback to
+    # replay: readers then failed ("attempt to write a readonly database") and served no
+    # winners. Exported from another database, so that no connection made the file first.
+    other = tmp_path / "other.sqlite"
+    rc, _, err = run_cli(capsys, "import", str(_empty_export(tmp_path)), "--db", str(other))
+    assert rc == 0, err
+    sqlite3.connect(tmp_path / "tuned.sqlite").execute("CREATE TABLE t (x)").connection.close()
+    side = tmp_path / f"tuned.sqlite{suffix}"
+    assert not side.exists()
+    rc, _, err = run_cli(capsys, "export", str(side), "--db", str(other))
+    _one_line_error(rc, err, "export", f"is the {suffix} file of the SQLite database tuned.sqlite")
+    assert not side.exists()
+
+
+def test_export_leaves_alone_what_it_may_not_read_to_check(tmp_path, monkeypatch):
+    # Review: a database the caller may not read (another user's, in a shared folder) did
+    # not count as one, so its files could be replaced (replacing needs only the folder's
+    # write permission). Simulated: tests may run as root, which reads everything.
+    from flashtune.cache import transfer
+
+    real_open = transfer._open_regular_file
+    unreadable = {tmp_path / "theirs.sqlite", tmp_path / "theirs.json"}
+
+    def refuse(path):
+        if Path(path) in unreadable:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path)
+
+    monkeypatch.setattr(transfer, "_open_regular_file", refuse)
+    for name in ("theirs.sqlite", "theirs.sqlite-wal", "theirs.json"):
+        (tmp_path / name).write_bytes(b"their bytes")
+    for name in ("theirs.sqlite-wal", "theirs.json"):
+        with pytest.raises(ValueError, match="SQLite database"):
+            transfer.export_winners([], tmp_path / name)
+        assert (tmp_path / name).read_bytes() == b"their bytes"
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -59,14 +59,17 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
         if not stat.S_ISREG(existing):  # never replaced: a device node (/dev/stdout) or a pipe
             raise OSError(f"{path}: is not a regular file (a device, pipe or socket); give the "
                           "path of the JSON file to write")
-        if _is_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
-            raise ValueError(f"{path}: is an SQLite database, which the export would replace; "
-                             "give the path of a JSON file")
-        database = _database_of_side_file(target)
-        if database is not None:  # tuned.sqlite-wal: its database's recent writes live there
-            raise ValueError(f"{path}: belongs to the SQLite database {database.name} (its "
-                             f"{target.name[len(database.name):]} file), which replacing it "
-                             "would damage; give the path of a JSON file")
+        if _may_be_sqlite_file(target):  # a typo away from the database (tuned.sqlite, another's)
+            raise ValueError(f"{path}: is an SQLite database (or a file we may not read to "
+                             "check), which the export would replace; give the path of a JSON "
+                             "file")
+    # Whether or not the side file exists yet: SQLite makes -wal and -shm only while the
+    # database is open, and takes a -journal it finds later for a rollback to replay.
+    database = _database_of_side_file(target)
+    if database is not None:
+        raise ValueError(f"{path}: is the {target.name[len(database.name):]} file of the SQLite "
+                         f"database {database.name}; replacing it would damage that database; "
+                         "give the path of a JSON file")
     try:
         fd, tmp = _create_temp_beside(target)
     except OSError as err:
@@ -109,12 +112,16 @@ def _open_regular_file(path: Any) -> BinaryIO:
         raise
 
 
-def _is_sqlite_file(path: Path) -> bool:
-    """Whether the regular file at path starts as an SQLite database does. (The caller has
-    seen a regular file there: a device is never opened, it can have effects of its own.)"""
+def _may_be_sqlite_file(path: Path) -> bool:
+    """Whether the regular file at path starts as an SQLite database does, or may (we may not
+    read it: another user's database in a shared folder, which replacing needs no read
+    permission for). (The caller has seen a regular file there: a device is never opened, it
+    can have effects of its own.)"""
     try:
         with _open_regular_file(path) as handle:
             return handle.read(16) == b"SQLite format 3\x00"
+    except PermissionError:
+        return True
     except OSError:
         return False
 
@@ -125,12 +132,14 @@ _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def _database_of_side_file(path: Path) -> Path | None:
-    """The SQLite database whose side file (-wal, -shm, -journal) path is, or None."""
+    """The SQLite database (or a file that may be one) whose side file (-wal, -shm, -journal)
+    path is, or None. The suffix in any case: on a case-insensitive file system (macOS)
+    tuned.sqlite-WAL is the log."""
     for suffix in _SQLITE_SIDE_FILES:
-        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+        if path.name.lower().endswith(suffix) and len(path.name) > len(suffix):
             database = path.with_name(path.name[:-len(suffix)])
             mode = _mode_if_present(database)
-            if mode is not None and stat.S_ISREG(mode) and _is_sqlite_file(database):
+            if mode is not None and stat.S_ISREG(mode) and _may_be_sqlite_file(database):
                 return database
     return None
 
