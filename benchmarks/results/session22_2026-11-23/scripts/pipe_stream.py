@@ -76,6 +76,32 @@ def _row_from_x(x_ptr, row, n_cols, x_stride, SEGS: tl.constexpr, BLOCK: tl.cons
     return pm, pd
 
 
+@triton.jit
+def _merge_parts(pm, pd):
+    """The row's (M, D) from its tiles' partial (m, d) (the associative merge)."""
+    M = tl.max(pm, axis=0)
+    M_safe = tl.where(M == float("-inf"), 0.0, M)
+    return M, tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
+
+
+@triton.jit
+def _redo_items(x_ptr, y_ptr, p, G, turns, n_cols, x_stride, y_stride, SEGS: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """After a wait gave up: write every item of program p again, with its row's statistics
+    computed from x (the publishers' code)."""
+    lane = tl.arange(0, BLOCK)
+    for k in range(turns):
+        item = p + k * G
+        row = (item // SEGS).to(tl.int64)
+        cols = (item % SEGS) * BLOCK + lane
+        mask = cols < n_cols
+        pm, pd = _row_from_x(x_ptr, row, n_cols, x_stride, SEGS, BLOCK)
+        M, D = _merge_parts(pm, pd)
+        xf = tl.load(x_ptr + row * x_stride + cols, mask=mask).to(tl.float32)
+        y = tl.exp2((xf - M) * 1.4426950408889634) * (1.0 / D)
+        tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
 # Poll one 64-bit word until it is nonzero or $2 polls have passed; the word as last read.
 _SPIN = tl.constexpr("""{
 .reg .pred %sp<2>;
@@ -136,27 +162,14 @@ def pipe_kernel(x_ptr, y_ptr, slots, stale, totals, n_items, n_stale, n_cols, x_
                 missing = tl.max(tl.zeros([BLOCK], tl.int32) + missing, axis=0)
                 failed |= missing
                 pm, pd = _unpack(words)
-                M = tl.max(pm, axis=0)
-                M_safe = tl.where(M == float("-inf"), 0.0, M)
-                D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
+                M, D = _merge_parts(pm, pd)
             y = tl.exp2((xf - M) * 1.4426950408889634) * (1.0 / D)
         tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
         tl.store(stale + item, 0)  # the launch before's word (every mode: the halves alternate)
     if failed != 0:
         # Some wait gave up (partners not running): redo every item of this program with
         # the row's statistics computed from x (same code as the publishers').
-        for k in range(turns):
-            item = p + k * G
-            row = (item // SEGS).to(tl.int64)
-            cols = (item % SEGS) * BLOCK + lane
-            mask = cols < n_cols
-            pm, pd = _row_from_x(x_ptr, row, n_cols, x_stride, SEGS, BLOCK)
-            M = tl.max(pm, axis=0)
-            M_safe = tl.where(M == float("-inf"), 0.0, M)
-            D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
-            xf = tl.load(x_ptr + row * x_stride + cols, mask=mask).to(tl.float32)
-            y = tl.exp2((xf - M) * 1.4426950408889634) * (1.0 / D)
-            tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        _redo_items(x_ptr, y_ptr, p, G, turns, n_cols, x_stride, y_stride, SEGS, BLOCK)
     for j in range(n_items + p, n_stale, G):
         tl.store(stale + j, 0)
 
@@ -178,14 +191,6 @@ ld.volatile.global.u64 $0, [$1];
 bra.uni SPIN${:uid};
 DONE${:uid}:
 }""")
-
-
-@triton.jit
-def _merge_words(words):
-    pm, pd = _unpack(words)
-    M = tl.max(pm, axis=0)
-    M_safe = tl.where(M == float("-inf"), 0.0, M)
-    return M, tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
 
 
 @triton.jit
@@ -238,7 +243,8 @@ def lag_kernel(x_ptr, y_ptr, slots, stale, n_items, n_stale, n_cols, x_stride, y
             missing = tl.max(tl.where(words == 0, 1, 0), axis=0)
             missing = tl.max(tl.zeros([BLOCK], tl.int32) + missing, axis=0)
             failed |= missing
-            M, D = _merge_words(words)
+            pm, pd = _unpack(words)
+            M, D = _merge_parts(pm, pd)
             if LAG == 1:
                 h = held1
             else:
@@ -251,18 +257,7 @@ def lag_kernel(x_ptr, y_ptr, slots, stale, n_items, n_stale, n_cols, x_stride, y
         held2 = held1
         held1 = x
     if failed != 0:
-        for k in range(turns):
-            item = p + k * G
-            row = (item // SEGS).to(tl.int64)
-            cols = (item % SEGS) * BLOCK + lane
-            mask = cols < n_cols
-            pm, pd = _row_from_x(x_ptr, row, n_cols, x_stride, SEGS, BLOCK)
-            M = tl.max(pm, axis=0)
-            M_safe = tl.where(M == float("-inf"), 0.0, M)
-            D = tl.sum(pd * tl.exp2((pm - M_safe) * 1.4426950408889634), axis=0)
-            xf = tl.load(x_ptr + row * x_stride + cols, mask=mask).to(tl.float32)
-            y = tl.exp2((xf - M) * 1.4426950408889634) * (1.0 / D)
-            tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        _redo_items(x_ptr, y_ptr, p, G, turns, n_cols, x_stride, y_stride, SEGS, BLOCK)
     for j in range(n_items + p, n_stale, G):
         tl.store(stale + j, 0)
 
