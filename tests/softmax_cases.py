@@ -22,7 +22,8 @@ def next_pow2(n: int) -> int:
 def semantic_knobs(op: str, regime: str) -> list[dict]:
     """Knob sets that change what a kernel computes (not only how fast), for one regime.
 
-    ``block`` None means "the row's next power of two" (row regime: the tile holds the row).
+    ``block`` None means "the row's next power of two" (row regime: the tile holds the row;
+    below 16 columns a tile narrower than 16, as the narrow rows' defaults have).
     """
     fwd = OPS[op].direction == "fwd"
     exp_forms = [{"exp2": True}, {"exp2": False}] if fwd else [{}]
@@ -66,7 +67,8 @@ def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> 
     raw.update({k: v for k, v in knobs.items() if k != "block"})
     block = knobs.get("block")
     if block is None or block == "double":
-        block = max(16, next_pow2(n_cols)) * (2 if block == "double" else 1)
+        least = 1 if regime == "row" else 16
+        block = max(least, next_pow2(n_cols)) * (2 if block == "double" else 1)
     raw["block"] = block
     if regime not in HOLDING_REGIMES:
         raw["num_stages"] = 2

@@ -46,6 +46,9 @@ def test_validate_accepts_and_freezes():
     ({"regime": "fast"}, "outside the space"),
     ({"splits": 4}, "splits must be 1 outside the split and coop regimes"),
     ({"block": 32768}, "block must be <= 16384"),
+    ({"block": 8}, "block must be >= 16 outside the row regime"),
+    ({"regime": "row", "block": 16, "rows_per_program": 1024, "num_stages": 1, "lane_stats": False,
+      "l2_hint": False}, "outside the space"),
     ({"align": True, "resident": 1024}, "align walks the row from its first chunk"),
     ({"align": True, "regime": "row", "num_stages": 1, "lane_stats": False, "l2_hint": False},
      "align applies to the online regime only"),
@@ -133,13 +136,14 @@ def test_pruned_enumeration_of_the_real_spaces():
     # The forward product is 211M configs, too many to filter one by one in CI (50M took four
     # minutes). The check keeps every constraint's boundary and pins each knob to the values
     # on both sides of it: exp2 enters no constraint (checked on a sample); blocks are the
-    # thresholds (16 and 32 for threads with work, 1024 x 64 rows for the row tile, 16384
-    # chunks, 32768 coop segments, 65536 tiles); rows 1 (pinned outside the row regime), 2
-    # and 64; splits 1, 2 (the splitting regimes' least) and 256; resident, programs_per_sm
-    # and stages: 0 or 1 against one other value (constraints only ask "is it set"); every
-    # warp count (threads with work compares it with block x rows). About 660K configs.
-    pins = {"exp2": (True,), "block": (16, 32, 1024, 16384, 32768, 65536),
-            "rows_per_program": (1, 2, 64), "splits": (1, 2, 256), "resident": (0, 32768),
+    # thresholds (8 and 16 for the tiles only the row regime may have, 16 and 32 for threads
+    # with work, 1024 x 64 rows for the row tile, 16384 chunks, 32768 coop segments, 65536
+    # tiles); rows 1 (pinned outside the row regime), 2, 64 and 512 (the most); splits 1, 2
+    # (the splitting regimes' least) and 256; resident, programs_per_sm and stages: 0 or 1
+    # against one other value (constraints only ask "is it set"); every warp count (threads
+    # with work compares it with block x rows). About 1M configs.
+    pins = {"exp2": (True,), "block": (8, 16, 32, 1024, 16384, 32768, 65536),
+            "rows_per_program": (1, 2, 64, 512), "splits": (1, 2, 256), "resident": (0, 32768),
             "programs_per_sm": (0, 4), "num_stages": (1, 4)}
     pinned = VariantSpace(FORWARD_SPACE.name, tuple(
         dataclasses.replace(p, exhaustive=pins[p.name]) if p.name in pins else p

@@ -110,6 +110,27 @@ def test_gpu_variant(op, regime, knobs, dtype, record_variant):
     assert ran >= 1
 
 
+@pytest.mark.parametrize("rows_per_program", (128, 512))
+@pytest.mark.parametrize("num_warps", (1, 2, 4, 8))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("op", FORWARD_OPS + BACKWARD_OPS)
+def test_gpu_narrow_row_tiles(op, dtype, num_warps, rows_per_program, record_variant):
+    """Rows of 1 to 8 columns in tiles of their own width (below 16 columns: the narrow rows'
+    defaults), with the launch sweep the interpreter cannot check; contiguous rows (whole
+    vectors where the width allows) and a padded row stride (element by element)."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"narrow{op}{dtype}{num_warps}".encode()))
+    for cols in (1, 2, 3, 4, 5, 8):
+        config = OPS[op].space.validate(make_config(
+            op, "row", {"block": None}, cols, rows_per_program=rows_per_program,
+            num_warps=num_warps))
+        x = (torch.randn(3001, cols + 1, generator=gen) * 3).to(device="cuda", dtype=dtype)
+        for view in (x[:, :cols].contiguous(), x[:, :cols]):
+            acc = run_case(op, view, config)
+            torch.cuda.synchronize()
+            assert acc.ok, f"{config} on {tuple(view.shape)} stride {view.stride()}: {acc}"
+        record_variant(op, dtype, config)
+
+
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
 ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split")
 WHOLE_CHUNK_PERSISTENT = "persistent split, one chunk per segment"

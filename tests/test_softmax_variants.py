@@ -56,6 +56,24 @@ def test_variant(op, regime, knobs, dtype, device, record_variant):
     assert ran >= 1, "no test shape fits this variant"
 
 
+@pytest.mark.parametrize("op", FORWARD_OPS + BACKWARD_OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])
+def test_narrow_row_tiles(op, dtype, device, record_variant):
+    """Rows of 2 to 7 columns in tiles of 2, 4 and 8 columns (the narrow rows' defaults:
+    more rows per program than the tensor's last program has, and rows wider than a 16-byte
+    vector's divisor), each against float64; also through a padded row stride."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"narrow{op}{dtype}".encode()))
+    for cols in (2, 3, 5, 7):
+        config = OPS[op].space.validate(make_config(op, "row", {"block": None}, cols,
+                                                    rows_per_program=128, num_warps=2))
+        assert config["block"] < 16
+        x = (torch.randn(300, cols + 3, generator=gen) * 3).to(device=device, dtype=dtype)
+        for view in (x[:, :cols].contiguous(), x[:, :cols]):
+            acc = run_case(op, view, config)
+            assert acc.ok, f"{config} on {tuple(view.shape)} stride {view.stride()}: {acc}"
+        record_variant(op, dtype, config)
+
+
 @pytest.mark.parametrize("regime", REGIMES)
 def test_row_stride_and_non_last_dim(regime, device):
     """A strided row view and dim=0 give torch's result (the kernel sees any row stride)."""

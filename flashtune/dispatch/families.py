@@ -66,11 +66,12 @@ def _tile_suits_width(config, cols_bucket: int) -> bool:
     two), and a chunk longer than the row masks most of its lanes: either one tuned for wider
     rows serves narrower ones badly. H100, sixteenth session: log_softmax backward 65536 x 128
     fp16 took 8192 x 4096's row winner (block 4096, one row per program) as "nearest" and ran
-    136 us against 23 us for its default."""
-    width = max(16, cols_bucket)  # the smallest tile the space has
+    136 us against 23 us for its default. (Row tiles narrower than 16 columns exist since the
+    twenty-third session; a winner tuned before then on rows of 8 columns or fewer holds 16
+    and serves only its own bucket.)"""
     if config["regime"] == "row":
-        return config["block"] == width
-    return config["block"] <= width
+        return config["block"] == cols_bucket
+    return config["block"] <= max(softmax_space.MIN_LOOP_BLOCK, cols_bucket)
 
 
 # A softmax winner serves only problems of its own row grain (see softmax_space.problem_bucket).

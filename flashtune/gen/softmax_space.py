@@ -18,6 +18,9 @@ BACKWARD_REGIMES = ("row", "online", "split")
 FORWARD_REGIMES = BACKWARD_REGIMES + ("coop",)
 REGIMES = FORWARD_REGIMES  # every regime of some op
 MAX_TILE = 65536  # elements held on chip by one program in the row regime
+# Tiles narrower than 16 columns exist in the row regime only (rows of 1 to 8 columns: see
+# _narrow_row_tile); the chunk loops and the coop segments keep at least 16.
+MIN_LOOP_BLOCK = 16
 MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
 HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
@@ -34,6 +37,17 @@ MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regim
 # Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
 # split regimes' rounding of segments (splits x block <= 2**22), must stay below 2**31.
 MAX_COLS = 2**31 - 2**23
+
+
+# Rows of 1 to 8 columns: a tile exactly as wide as the row's next power of two (not 16, where
+# a row of 5 columns kept 5 of every 16 lanes busy), and more rows per program.
+# block: (rows_per_program, num_warps). H100, twenty-third session, forward softmax, us
+# (torch.softmax; the 16-column tiles before): 200000 x 1 fp16 4.8 (4.8; 6.7); 200000 x 2
+# fp16 5.6 (6.2; 7.7); 1000000 x 2 fp16 7.6 (9.5; 20.1); 200000 x 3 fp16 6.4 (7.3; 12.4);
+# 200000 x 4 bf16 6.7 (6.7; 7.6); 200000 x 5 fp16 9.1 (9.6; 12.5); 1000000 x 5 fp16 20.5
+# (26.1; 35.8), fp32 22.3 (26.6; 34.6); 200000 x 7 bf16 8.7 (9.2; 12.4)
+# (benchmarks/results/session23_2026-11-23).
+NARROW_ROW_TILES = {1: (512, 2), 2: (512, 4), 4: (128, 4), 8: (128, 2)}
 
 
 def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
@@ -77,6 +91,8 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
 
 
 def _tile_fits(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] != "row" and cfg["block"] < MIN_LOOP_BLOCK:
+        return f"block must be >= {MIN_LOOP_BLOCK} outside the row regime"
     if cfg["regime"] == "row":
         if cfg["block"] * cfg["rows_per_program"] > MAX_TILE:
             return f"block * rows_per_program must be <= {MAX_TILE}"
@@ -98,8 +114,9 @@ def _threads_have_work(cfg: Mapping[str, Any]) -> str | None:
 _REGIME_DOC = ("row: whole row on chip; online: two-pass chunk scan; split: row over several "
                "programs; coop: row over several programs in one launch (forward)")
 _COMMON = (
-    Param("block", int, POW2(16, MAX_TILE), 1024, "tile length along the row (power of two)"),
-    Param("rows_per_program", int, POW2(1, 64), 1, "rows per program (row regime)"),
+    Param("block", int, POW2(1, MAX_TILE), 1024,
+          f"tile length along the row (power of two; >= {MIN_LOOP_BLOCK} outside the row regime)"),
+    Param("rows_per_program", int, POW2(1, 512), 1, "rows per program (row regime)"),
     Param("splits", int, POW2(1, 256), 1, "programs per row (split and coop regimes)"),
     Param("num_warps", int, POW2(1, 32), 4, "warps per program"),
     Param("num_stages", int, (1, 2, 3, 4), 1, "software pipelining depth of chunk loops"),
@@ -275,6 +292,38 @@ def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
+def _row_tile(op: SoftmaxOp, block: int, n_cols: int, elem_bytes: int) -> tuple[int, int]:
+    """The row regime's default (rows_per_program, num_warps) for a tile of ``block`` columns."""
+    if block in NARROW_ROW_TILES:
+        return NARROW_ROW_TILES[block]
+    # From 9 columns: several rows per program, a tile of about 2048 elements (fp32 forward:
+    # 1024, i.e. 4 KB per program, and half the warps: fp32 against torch.softmax, thirteenth
+    # session, H200 / H100: 32768 x 256 1.09x / 1.09x against 1.03x / 1.03x with 2048-element
+    # tiles; 65536 x 128 1.04x / 1.06x against 1.07x / 1.05x, 16384 x 1024 1.09x / 1.03x
+    # against 1.06x / 1.04x, within noise).
+    tile = 1024 if elem_bytes == 4 and op.direction == "fwd" else 2048  # backward: not measured
+    rows = max(1, min(64, tile // block, MAX_TILE // block))
+    # About 8 to 16 elements per thread.
+    warps = max(1, min(32, block * rows // 512))
+    if op.direction == "fwd" and elem_bytes == 4 and block == 128:
+        # fp32 rows of 65 to 128 columns: one warp for the 8-row tile (softmax and
+        # log_softmax; timed on softmax). Eighteenth session, us against 2 warps
+        # (torch.softmax): H200 65536 x 128 20.9 against 21.3 (21.6),
+        # 200000 x 128 52.7 against 54.7 (54.2); H100, seventeenth session's grid,
+        # 200000 x 128 72.7 against 74.0 (74.2), 200000 x 100 58.1 against 61.4 (60.7).
+        warps = 1
+    if op.direction == "fwd" and n_cols % 2 and 32 <= block <= (512 if elem_bytes == 2 else 128):
+        # Odd widths load element by element (no vector divides the row stride): tiles
+        # of 512 elements and one warp. H100, seventeenth session, fp16 / fp32 in us against
+        # the tiles above (torch.softmax): 200000 x 33 21.8 / 24.5 against 38.6 / 37.6
+        # (31.6 / 31.8); 200000 x 63 26.3 / 39.0 against 40.2 / 44.8 (32.4 / 40.8);
+        # 200000 x 127 42.4 / 73.2 against 66.4 / 74.8 (53.8 / 75.6); fp16 131586 x 255
+        # 57.3 against 68.8 (61.1), 65664 x 511 53.3 against 55.7 (64.6). fp32 from 255
+        # columns on keeps the tiles above (102.0 against 95.4 us).
+        rows, warps = max(1, 512 // block), 1
+    return rows, warps
+
+
 def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int = 132) -> Config:
     """A heuristic config that runs this problem well enough without tuning."""
     op = OPS[op] if isinstance(op, str) else op
@@ -301,32 +350,8 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                    splits=1, num_warps=32 if long_row else 16, num_stages=1, lane_stats=False,
                    vector_stats=True, l2_hint=True)
     elif n_cols <= row_limit:
-        block = max(_next_pow2(n_cols), 16)
-        # Narrow rows: several per program, a tile of about 2048 elements (fp32 forward: 1024, i.e.
-        # 4 KB per program, and half the warps: fp32 against torch.softmax, thirteenth session,
-        # H200 / H100: 32768 x 256 1.09x / 1.09x against 1.03x / 1.03x with 2048-element tiles;
-        # 65536 x 128 1.04x / 1.06x against 1.07x / 1.05x, 16384 x 1024 1.09x / 1.03x against
-        # 1.06x / 1.04x, within noise).
-        tile = 1024 if elem_bytes == 4 and op.direction == "fwd" else 2048  # backward: not measured
-        rows = max(1, min(64, tile // block, MAX_TILE // block))
-        # About 8 to 16 elements per thread.
-        warps = max(1, min(32, block * rows // 512))
-        if op.direction == "fwd" and elem_bytes == 4 and block == 128:
-            # fp32 rows of 65 to 128 columns: one warp for the 8-row tile (softmax and
-            # log_softmax; timed on softmax). Eighteenth session, us against 2 warps
-            # (torch.softmax): H200 65536 x 128 20.9 against 21.3 (21.6),
-            # 200000 x 128 52.7 against 54.7 (54.2); H100, seventeenth session's grid,
-            # 200000 x 128 72.7 against 74.0 (74.2), 200000 x 100 58.1 against 61.4 (60.7).
-            warps = 1
-        if op.direction == "fwd" and n_cols % 2 and 32 <= block <= (512 if elem_bytes == 2 else 128):
-            # Odd widths load element by element (no vector divides the row stride): tiles
-            # of 512 elements and one warp. H100, seventeenth session, fp16 / fp32 in us against
-            # the tiles above (torch.softmax): 200000 x 33 21.8 / 24.5 against 38.6 / 37.6
-            # (31.6 / 31.8); 200000 x 63 26.3 / 39.0 against 40.2 / 44.8 (32.4 / 40.8);
-            # 200000 x 127 42.4 / 73.2 against 66.4 / 74.8 (53.8 / 75.6); fp16 131586 x 255
-            # 57.3 against 68.8 (61.1), 65664 x 511 53.3 against 55.7 (64.6). fp32 from 255
-            # columns on keeps the tiles above (102.0 against 95.4 us).
-            rows, warps = max(1, 512 // block), 1
+        block = _next_pow2(n_cols)
+        rows, warps = _row_tile(op, block, n_cols, elem_bytes)
         raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
                    num_warps=warps, num_stages=1, lane_stats=False, l2_hint=False)
     elif many_rows:
@@ -550,7 +575,7 @@ def _rows_aligned(problem: SoftmaxProblem) -> bool:
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
     """EXHAUSTIVE set for one problem: every config of the space that can run it."""
     op = OPS[op] if isinstance(op, str) else op
-    row_block = max(16, _next_pow2(problem.n_cols))
+    row_block = _next_pow2(problem.n_cols)
     for config in op.space.exhaustive():
         if problem_misfit(config, problem) is not None:
             continue
