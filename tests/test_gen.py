@@ -176,6 +176,25 @@ def test_default_config_fits(op, shape):
     assert problem_misfit(config, problem) is None
 
 
+@pytest.mark.parametrize("cols", (1, 2, 3, 5, 8, 13, 16))
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_narrow_rows_default_to_a_tile_of_their_own_width(op, cols):
+    """Rows of up to 16 columns get a row tile of their next power of two (below 16 too: a
+    16-column tile keeps 5 of 16 lanes busy on rows of 5), valid in the space."""
+    problem = SoftmaxProblem(200000, cols, "bfloat16")
+    config = default_config(op, problem)
+    assert config["regime"] == "row" and config["block"] == 1 << (cols - 1).bit_length()
+    assert OPS[op].space.validate(dict(config)) == config and problem_misfit(config, problem) is None
+
+
+@pytest.mark.parametrize("cols", (3, 8))
+@pytest.mark.parametrize("op", ("softmax", "softmax_backward"))
+def test_tuner_offers_narrow_rows_row_tiles_of_their_width(op, cols):
+    problem = SoftmaxProblem(200000, cols, "float16")
+    width = 1 << (cols - 1).bit_length()
+    assert {c["block"] for c in fitting_configs(op, problem) if c["regime"] == "row"} == {width}
+
+
 def test_fitting_configs_fit_their_problem():
     problem = SoftmaxProblem(128, 3000, "float32")
     configs = list(fitting_configs("softmax", problem))

@@ -41,13 +41,14 @@ MAX_COLS = 2**31 - 2**23
 
 # Rows of 1 to 8 columns: a tile exactly as wide as the row's next power of two (not 16, where
 # a row of 5 columns kept 5 of every 16 lanes busy), and more rows per program.
-# block: (rows_per_program, num_warps). H100, twenty-third session, forward softmax, us
-# (torch.softmax; the 16-column tiles before): 200000 x 1 fp16 4.8 (4.8; 6.7); 200000 x 2
-# fp16 5.6 (6.2; 7.7); 1000000 x 2 fp16 7.6 (9.5; 20.1); 200000 x 3 fp16 6.4 (7.3; 12.4);
-# 200000 x 4 bf16 6.7 (6.7; 7.6); 200000 x 5 fp16 9.1 (9.6; 12.5); 1000000 x 5 fp16 20.5
-# (26.1; 35.8), fp32 22.3 (26.6; 34.6); 200000 x 7 bf16 8.7 (9.2; 12.4)
-# (benchmarks/results/session23_2026-11-23).
-NARROW_ROW_TILES = {1: (512, 2), 2: (512, 4), 4: (128, 4), 8: (128, 2)}
+# block: (rows_per_program, num_warps). H100, twenty-third session (scripts and logs in
+# benchmarks/results/session23_2026-11-23), us against torch.softmax and the 16-column tiles
+# before: 200000 x 1 fp16 4.8 (4.8; 6.7); 200000 x 2 fp16 5.6 (6.2; 7.7); 1000000 x 2 fp16
+# 7.6 (9.5; 20.1); 200000 x 3 fp16 6.4 (7.3; 12.4); 200000 x 4 bf16 5.6 (6.7; 7.6). Tiles of
+# 8 (narrow_log.py, the kernels' own launch): softmax / log_softmax 1000000 x 5 fp16 19.1 /
+# 25.4 (torch 26.1 / 27.7); 200000 x 5 fp16 8.0 / 9.1 (8.9 / 9.8); 200000 x 7 bf16 8.0 / 8.7
+# (9.9 / 10.1); 128 rows per program took 21.2 / 29.4 on 1000000 x 5.
+NARROW_ROW_TILES = {1: (512, 2), 2: (512, 4), 4: (128, 4), 8: (64, 2)}
 
 
 def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
