@@ -50,9 +50,9 @@ def candidates(rows: int, cols: int, sm_count: int) -> list[dict]:
             "align": False, "fused": False, "programs_per_sm": 0, "paired_loads": False,
             "vector_stats": False}
     out: list[dict] = []
-    block = max(16, next_pow2(cols))
+    block = next_pow2(cols)  # the row regime's tile: the row's width (below 16 too)
     if block <= 65536:
-        for rpp in (1, 2, 4, 8, 16, 32):
+        for rpp in (1, 2, 4, 8, 16, 32, 64, 128, 512):
             tile = block * rpp
             if tile > 65536 or (rpp > 1 and tile > 16384):
                 continue

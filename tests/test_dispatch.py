@@ -145,6 +145,29 @@ def test_winners_serve_only_widths_their_tiles_suit(fresh_db):
     assert dispatch.choice("softmax", (2048, 5000), "float32", DEVICE).how == "nearest"
 
 
+def test_winners_chosen_from_an_older_softmax_space_are_not_served(fresh_db):
+    """Row tiles below 16 columns came with the softmax spaces' revision 2: a winner tuned
+    before (a 16-column tile for rows of 5, up to 2.8x slower than today's default on an
+    H100) carries the templates-only hash, so it is a winner of another family: not served,
+    and the new revision's winner is. Attention's space has no new revision: its hash is its
+    templates' alone, and its winners stay current."""
+    from flashtune.gen import render, template_family_hash
+    from flashtune.gen.registry import TEMPLATE_FAMILIES
+
+    templates_only = render.template_family_hash(TEMPLATE_FAMILIES["softmax"])
+    assert template_family_hash("softmax") != templates_only
+    assert template_family_hash("attention_fwd") == render.template_family_hash(
+        TEMPLATE_FAMILIES["attention_fwd"])
+    seed(fresh_db, "softmax", "float16", (4096, 5), row_config(16, rows=64, warps=2),
+         family_hash=templates_only)
+    picked = dispatch.choice("softmax", (4096, 5), "float16", DEVICE)
+    assert picked.how == "default" and picked.config["block"] == 8
+    seed(fresh_db, "softmax", "float16", (4096, 5), row_config(8, rows=128, warps=2))
+    dispatch.reset()
+    picked = dispatch.choice("softmax", (4096, 5), "float16", DEVICE)
+    assert picked.how == "exact" and picked.config["rows_per_program"] == 128
+
+
 def test_default_when_nothing_fits(fresh_db):
     seed(fresh_db, "softmax", "float16", (8, 64), row_config(64))  # other dtype
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64),

@@ -59,19 +59,21 @@ def test_variant(op, regime, knobs, dtype, device, record_variant):
 @pytest.mark.parametrize("op", FORWARD_OPS + BACKWARD_OPS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])
 def test_narrow_row_tiles(op, dtype, device, record_variant):
-    """Rows of 2 to 7 columns in tiles of 2, 4 and 8 columns (the narrow rows' defaults:
-    more rows per program than the tensor's last program has, and rows wider than a 16-byte
-    vector's divisor), each against float64; also through a padded row stride."""
+    """Rows of 1 to 8 columns in tiles of 1, 2, 4 and 8 columns: a 128-row tile, and the
+    shipped default (up to 512 rows per program), each more rows than the tensor's last
+    program has; contiguous and through a padded row stride, against float64."""
     gen = torch.Generator().manual_seed(zlib.crc32(f"narrow{op}{dtype}".encode()))
-    for cols in (2, 3, 5, 7):
-        config = OPS[op].space.validate(make_config(op, "row", {"block": None}, cols,
-                                                    rows_per_program=128, num_warps=2))
-        assert config["block"] < 16
+    for cols in (1, 2, 3, 5, 8):
+        tile = OPS[op].space.validate(make_config(op, "row", {"block": None}, cols,
+                                                  rows_per_program=128, num_warps=2))
+        default = default_config(op, SoftmaxProblem(300, cols, str(dtype)[6:]))
+        assert tile["block"] < 16 and default["block"] == tile["block"]
         x = (torch.randn(300, cols + 3, generator=gen) * 3).to(device=device, dtype=dtype)
-        for view in (x[:, :cols].contiguous(), x[:, :cols]):
-            acc = run_case(op, view, config)
-            assert acc.ok, f"{config} on {tuple(view.shape)} stride {view.stride()}: {acc}"
-        record_variant(op, dtype, config)
+        for config in (tile, default):
+            for view in (x[:, :cols].contiguous(), x[:, :cols]):
+                acc = run_case(op, view, config)
+                assert acc.ok, f"{config} on {tuple(view.shape)} stride {view.stride()}: {acc}"
+            record_variant(op, dtype, config)
 
 
 @pytest.mark.parametrize("regime", REGIMES)

@@ -89,7 +89,7 @@ def run(args) -> int:
             shape = _bucket_text(bucket)
             config = compact_config(w.config)
             if w.family_hash != current[w.key.op]:
-                config += "  [stale: other templates]"
+                config += "  [stale: other templates or tunables]"
             try:
                 check_key(w.key)
             except (TypeError, ValueError):  # the runtime and export skip it (op_winner_from_row)

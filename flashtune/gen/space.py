@@ -153,6 +153,10 @@ class VariantSpace:
     name: str
     params: tuple[Param, ...]
     constraints: tuple[Constraint, ...] = ()
+    # Bumped when the space offers configs it did not before (or drops some), so that winners
+    # chosen from the old space stop being served: part of the family hash
+    # (gen.variants.template_family_hash), like the templates themselves.
+    revision: int = 1
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -6,6 +6,7 @@ Tests, the tuner and the dispatcher all go through ``run_variant``.
 from __future__ import annotations
 
 import functools
+import hashlib
 from types import ModuleType
 from typing import Any, Mapping
 
@@ -44,8 +45,16 @@ def source_path(op: str, config: Mapping[str, Any]):
 
 @functools.lru_cache(maxsize=None)
 def template_family_hash(op: str) -> str:
-    op_spec(op)
-    return render.template_family_hash(TEMPLATE_FAMILIES[op])
+    """What a tuned winner must carry to be served: the hash of the op's template files and,
+    from a space's second revision on, of that revision. A winner chosen from an older space
+    (fewer configs to pick from) is then a winner of another family, as after a template
+    change: kept in the database, not served, re-tuned by the next `flashtune tune`; and an
+    older flashtune sees the new winners the same way instead of as invalid rows."""
+    templates = render.template_family_hash(TEMPLATE_FAMILIES[op])
+    revision = op_spec(op).space.revision
+    if revision == 1:  # the hash before spaces had revisions: their winners stay current
+        return templates
+    return hashlib.sha256(f"{templates}\0space revision {revision}".encode()).hexdigest()[:16]
 
 
 def current_family_hash(op: Any) -> str | None:
