@@ -91,6 +91,28 @@ def test_tuning_history_without_database(tmp_path):
     assert not path.exists()  # reading never creates a database
 
 
+def test_tuning_history_leaves_out_winners_of_other_families(tmp_path):
+    """A winner of another family hash (tuned by another flashtune version: other templates
+    or tunables) is not served, so the history does not show it, whatever its trial count."""
+    from flashtune.cache import DeviceInfo, ProblemKey, TuneDB
+    from flashtune.gen import template_family_hash
+
+    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    device = DeviceInfo.current()
+    config = {"regime": "row", "block": 128, "rows_per_program": 1, "splits": 1,
+              "num_warps": 1, "num_stages": 1, "lane_stats": False, "l2_hint": False,
+              "exp2": True, "vector_stats": False, "max_pass": False, "resident": 0,
+              "align": False, "fused": False, "programs_per_sm": 0, "paired_loads": False}
+    with TuneDB(url) as db:
+        for family, rows, trials in (("0" * 16, 8, 50), (template_family_hash("softmax"), 16, 3)):
+            key = ProblemKey.make("softmax", "float32", {"rows_bucket": rows, "cols_bucket": 128})
+            db.record_trial(device, family, key, config, median_ms=0.5)
+            db.upsert_winner(device, family, key, config, median_ms=0.5, p20_ms=0.4,
+                             p80_ms=0.6, trials=trials)
+    problems = tuning_history(url)["problems"]
+    assert [p["bucket"]["rows_bucket"] for p in problems] == [16]
+
+
 def test_interpreter_env_selects_the_smoke_run(tmp_path, interpreter_env):
     """TRITON_INTERPRET=1 without --interpret: the same CPU run (here softmax only)."""
     out = io.StringIO()

@@ -280,6 +280,26 @@ def test_cli_export_and_import(sqlite_url, tmp_path, monkeypatch, capsys):
     assert "flashtune import: error:" in err and "winners[0]" in err and "block" in err
 
 
+def test_cli_import_names_rows_of_another_family(sqlite_url, tmp_path, monkeypatch, capsys):
+    """Rows tuned by another flashtune version (another family hash: other templates or
+    tunables) are imported, kept and listed, but never served: import says how many."""
+    from flashtune.gen import template_family_hash
+
+    other_key = ProblemKey.make("softmax", "float16", {"rows_bucket": 8192, "cols_bucket": 4096})
+    with TuneDB(sqlite_url) as db:
+        _store(db, row_config(warps=16), median=1.0)  # FAMILY: not today's hash
+        db.upsert_winner(DEV, template_family_hash("softmax"), other_key, row_config(),
+                         median_ms=1.0, p20_ms=0.9, p80_ms=1.1, trials=3)
+    monkeypatch.setenv("FLASHTUNE_DB", sqlite_url)
+    out = tmp_path / "w.json"
+    assert cli_main(["export", str(out)]) == 0
+    capsys.readouterr()
+    assert cli_main(["import", str(out), "--db", f"sqlite:///{tmp_path / 'new.sqlite'}"]) == 0
+    err = capsys.readouterr().err
+    assert "imported 2 winner" in err
+    assert "1 row(s)" in err and "other templates or tunables" in err and "not served" in err
+
+
 def test_cli_import_refused_leaves_no_database_behind(tmp_path, capsys):
     # a refused import used to create the database file (and its folders) before checking
     bad = tmp_path / "bad.json"

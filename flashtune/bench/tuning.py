@@ -1,7 +1,7 @@
 """Tuning history from the tuner's records: best time so far vs trial, for a few problems.
 
 Read from the winner database (``TuneDB.trials``, ordered by ``measured_at``) for this device.
-The problems shown are the winners with the most trials. Nothing here creates a database:
+The problems shown are the winners with the most trials, of today's families (the ones served). Nothing here creates a database:
 without one the history is empty and says why.
 """
 
@@ -25,9 +25,14 @@ def tuning_history(db_url: Any = None, limit: int = 4) -> dict:
         from ..cache import TuneDB
 
         device = current_device_info()
+        from ..gen import current_family_hash
+
         with TuneDB(db_url, read_only=True) as db:
-            winners = sorted(db.winners(device), key=lambda w: (-w.trials, w.key.op, w.key.dtype,
-                                                                w.key.bucket_json()))
+            # Today's families only: winners of other templates or tunables are not served.
+            current = [w for w in db.winners(device)
+                       if w.family_hash == current_family_hash(w.key.op)]
+            winners = sorted(current, key=lambda w: (-w.trials, w.key.op, w.key.dtype,
+                                                     w.key.bucket_json()))
             for w in winners[:limit]:
                 trials = sorted(db.trials(w.device, w.family_hash, w.key),
                                 key=lambda t: t.measured_at)

@@ -200,7 +200,7 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
         try:
             values.append(row_values(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
-            if _of_other_templates(row):  # e.g. an older flashtune's export: a knob it lacked
+            if of_other_templates(row):  # e.g. an older flashtune's export: a knob it lacked
                 err = f"{err} (tuned on other templates, by another flashtune version: the " \
                       "dispatcher would not use it; re-tune with this version)"
             label = f"winners[{index}]"
@@ -215,7 +215,7 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     return values
 
 
-def _of_other_templates(row: Any) -> bool:
+def of_other_templates(row: Any) -> bool:
     """A row of a known op whose family hash is not today's (the dispatcher ignores it)."""
     from ..gen import current_family_hash
 

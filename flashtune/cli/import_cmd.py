@@ -22,14 +22,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..cache import TuneDB
-    from ..cache.transfer import load_winners
+    from ..cache.transfer import load_winners, of_other_templates
 
     # The whole file is checked before the database is opened: opening creates the database
     # file and its folders, which a refused import must not leave behind. (import_json checks
     # it again: the file is small, and the database never takes unchecked rows.)
-    load_winners(args.file)
+    rows = load_winners(args.file)
     with TuneDB(args.db) as db:
         stored = db.import_json(args.file)
     print(f"imported {stored} winner(s) from {args.file} (rows not faster than a stored winner "
           "are left out)", file=sys.stderr)
+    stale = sum(1 for row in rows if of_other_templates(row))
+    if stale:
+        print(f"note: {stale} row(s) of {args.file} were tuned on other templates or tunables "
+              "(another flashtune version): kept, but not served until re-tuned with this version "
+              "(`flashtune show` marks them stale)", file=sys.stderr)
     return 0

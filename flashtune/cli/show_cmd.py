@@ -5,7 +5,8 @@ op, dtype, problem bucket (softmax: rows x cols; attention: head dim, Nq/Nk, bat
 causal), median time, speedup over the heuristic default config when the
 tuner measured that config for the bucket (the cache keeps trials, not peers such as
 torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
-tuned on other template versions are marked "stale": the dispatcher ignores them, as it
+tuned on other template versions or space revisions (another family hash) are marked "stale":
+the dispatcher ignores them, as it
 ignores winners whose bucket no problem can have (edited in the database: marked "ignored").
 """
 
