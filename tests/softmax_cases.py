@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from flashtune.gen.softmax_space import HOLDING_REGIMES, OPS
+from flashtune.gen.softmax_space import HOLDING_REGIMES, MIN_LOOP_BLOCK, OPS
 from flashtune.reference import (check_accuracy, softmax_backward_ref, softmax_backward_scale,
                                  softmax_ref)
 
@@ -67,7 +67,7 @@ def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> 
     raw.update({k: v for k, v in knobs.items() if k != "block"})
     block = knobs.get("block")
     if block is None or block == "double":
-        least = 1 if regime == "row" else 16
+        least = 1 if regime == "row" else MIN_LOOP_BLOCK
         block = max(least, next_pow2(n_cols)) * (2 if block == "double" else 1)
     raw["block"] = block
     if regime not in HOLDING_REGIMES:

@@ -22,6 +22,8 @@ from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_
                                          SoftmaxProblem, default_config,
                                          fitting_configs, problem_misfit)
 
+from softmax_cases import next_pow2
+
 GOOD = {"regime": "online", "block": 1024, "rows_per_program": 1, "splits": 1, "num_warps": 4,
         "num_stages": 2, "lane_stats": True, "l2_hint": True, "exp2": True, "max_pass": False, "resident": 0, "align": False,
         "fused": False, "programs_per_sm": 0, "paired_loads": False, "vector_stats": False}
@@ -183,7 +185,7 @@ def test_narrow_rows_default_to_a_tile_of_their_own_width(op, cols):
     16-column tile keeps 5 of 16 lanes busy on rows of 5), valid in the space."""
     problem = SoftmaxProblem(200000, cols, "bfloat16")
     config = default_config(op, problem)
-    assert config["regime"] == "row" and config["block"] == 1 << (cols - 1).bit_length()
+    assert config["regime"] == "row" and config["block"] == next_pow2(cols)
     assert OPS[op].space.validate(dict(config)) == config and problem_misfit(config, problem) is None
 
 
@@ -191,7 +193,7 @@ def test_narrow_rows_default_to_a_tile_of_their_own_width(op, cols):
 @pytest.mark.parametrize("op", ("softmax", "softmax_backward"))
 def test_tuner_offers_narrow_rows_row_tiles_of_their_width(op, cols):
     problem = SoftmaxProblem(200000, cols, "float16")
-    width = 1 << (cols - 1).bit_length()
+    width = next_pow2(cols)
     assert {c["block"] for c in fitting_configs(op, problem) if c["regime"] == "row"} == {width}
 
 

@@ -1,8 +1,8 @@
 """Tuning history from the tuner's records: best time so far vs trial, for a few problems.
 
 Read from the winner database (``TuneDB.trials``, ordered by ``measured_at``) for this device.
-The problems shown are the winners with the most trials, of today's families (the ones served). Nothing here creates a database:
-without one the history is empty and says why.
+The problems shown are the winners with the most trials, of today's families (the ones
+served). Nothing here creates a database: without one the history is empty and says why.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ def tuning_history(db_url: Any = None, limit: int = 4) -> dict:
         return result
     try:
         from ..cache import TuneDB
-
-        device = current_device_info()
         from ..gen import current_family_hash
 
+        device = current_device_info()
         with TuneDB(db_url, read_only=True) as db:
             # Today's families only: winners of other templates or tunables are not served.
             current = [w for w in db.winners(device)

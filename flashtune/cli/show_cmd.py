@@ -6,8 +6,8 @@ causal), median time, speedup over the heuristic default config when the
 tuner measured that config for the bucket (the cache keeps trials, not peers such as
 torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
 tuned on other template versions or space revisions (another family hash) are marked "stale":
-the dispatcher ignores them, as it
-ignores winners whose bucket no problem can have (edited in the database: marked "ignored").
+the dispatcher ignores them, as it ignores winners whose bucket no problem can have (edited in
+the database: marked "ignored").
 """
 
 from __future__ import annotations
