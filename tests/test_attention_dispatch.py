@@ -193,3 +193,20 @@ def test_disable_switch_uses_the_heuristic_without_database(fresh_db, monkeypatc
     out = flashtune.attention(q, k, v)
     assert seen == [default_config(OP, problem())]
     assert check_case(out, None, q, k, v, False) is None
+
+
+def test_nearest_winner_with_tiles_longer_than_the_problem_does_not_serve_it(fresh_db):
+    """The tuner offers only tiles up to the (16-padded) sequence lengths: a larger tile only
+    adds masked rows or keys. A prefill winner (128-row query tiles) must not serve a decode
+    step (Nq = 1, 1 row of 128 kept) nor its 64-key tiles a 16-key problem as "nearest"; the
+    default sizes its tiles to the problem. Problems with room for the tiles still get it."""
+    prefill = config(BLOCK_M=128, BLOCK_N=64, num_warps=8)
+    seed(fresh_db, problem(nq=1024, nk=1024), prefill)
+    for small in (problem(nq=1, nk=1024), problem(nq=1024, nk=16)):
+        picked = dispatch.attention_choice(small, DEVICE)
+        assert picked.how == "default", picked.describe()
+        assert picked.config["BLOCK_M"] <= max(16, small.nq), picked.describe()
+        q, k, v = qkv(small)
+        assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None
+    picked = dispatch.attention_choice(problem(nq=100, nk=500), DEVICE)  # buckets 128 / 512
+    assert picked.how == "nearest" and picked.config.as_dict() == prefill

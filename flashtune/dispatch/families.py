@@ -74,13 +74,23 @@ def _tile_suits_width(config, cols_bucket: int) -> bool:
     return config["block"] <= max(softmax_space.MIN_LOOP_BLOCK, cols_bucket)
 
 
+def _attention_transfers(config, wanted: dict, tuned: dict) -> bool:
+    """A winner does not serve a bucket whose sequences are shorter than its tiles: the tuner
+    offers only tiles up to the (16-padded) lengths (``attention_space.fitting_configs``), as a
+    larger tile only adds masked rows or keys. A prefill winner's 128-row query tile would
+    compute 128 rows of a decode step (Nq = 1) to keep one; the default sizes its tiles to the
+    problem."""
+    return (config["BLOCK_M"] <= max(16, wanted["nq_bucket"])
+            and config["BLOCK_N"] <= max(16, wanted["nk_bucket"]))
+
+
 # A softmax winner serves only problems of its own row grain (see softmax_space.problem_bucket).
 SOFTMAX = OpFamily("softmax", softmax_space.problem_bucket, softmax_space.problem_misfit,
                    softmax_space.default_config, (softmax_space.GRAIN_FIELD,), _softmax_text,
                    _softmax_transfers)
 ATTENTION = OpFamily("attention", attention_space.problem_bucket, attention_space.problem_misfit,
                      attention_space.default_config, ("head_dim", "causal"),
-                     _attention_text)
+                     _attention_text, _attention_transfers)
 
 _BY_OP = {**{op: SOFTMAX for op in softmax_space.OPS}, **{op: ATTENTION for op in attention_space.OPS}}
 
