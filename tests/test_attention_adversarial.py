@@ -207,24 +207,28 @@ def test_huge_logits_stay_finite(device):
     assert check_case(out, lse, q, k, v, True) is None
 
 
+@pytest.mark.parametrize("exp2", (True, False))
 @pytest.mark.parametrize("block_n", (16, 64))
-def test_fp16_pv_accumulator_does_not_overflow(device, block_n):
+def test_fp16_pv_accumulator_does_not_overflow(device, block_n, exp2):
     """pv_acc='fp16' sums a key tile's P.V in fp16, with p up to 1 per key: BLOCK_N keys of
     |v| > 65504 / BLOCK_N used to overflow to inf (equal scores, v = 5000: 16 x 5000 = 80000),
-    although the output, a weighted mean of v, is finite and the fp32 variant gets it exactly."""
+    although the output, a weighted mean of v, is finite and the fp32 variant gets it exactly.
+    p is now taken 1 / BLOCK_N small; the LSE must not see that."""
     q = torch.zeros(1, 2, 16, 16, dtype=torch.float16, device=device)  # equal scores
     k = torch.randn(1, 2, 64, 16, dtype=torch.float16, device=device)
     v = torch.full((1, 2, 64, 16), 5000.0, dtype=torch.float16, device=device)
-    cfg = config(BLOCK_M=16, BLOCK_N=block_n, pv_acc="fp16")
+    cfg = config(BLOCK_M=16, BLOCK_N=block_n, pv_acc="fp16", exp2=exp2)
     for causal in (False, True):
         out = attention_ops.attention_forward(q, k, v, causal, config=cfg)
         torch.testing.assert_close(out, v[:, :, :16], atol=0, rtol=2e-3)
-    # large random values: the accuracy rule against the float64 oracle, as for any variant
-    q, k, v = _qkv(device, nq=16, nk=64)
-    v = v * 3000
-    for causal in (False, True):
-        out = attention_ops.attention_forward(q, k, v, causal, config=cfg)
-        assert check_case(out, None, q, k, v, causal) is None, causal
+    # large random values: the accuracy rule against the float64 oracle, as for any variant,
+    # with the LSE; Nq > Nk with causal leaves rows that see no key (out 0, LSE -inf)
+    for nq, nk in ((16, 64), (40, 24)):
+        q, k, v = _qkv(device, nq=nq, nk=nk)
+        v = v * 3000
+        for causal in (False, True):
+            out, lse = attention_ops.attention_forward(q, k, v, causal, return_lse=True, config=cfg)
+            assert check_case(out, lse, q, k, v, causal) is None, (nq, nk, causal)
 
 
 # --- tensor kinds ----------------------------------------------------------------------------------
