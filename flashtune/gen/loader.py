@@ -3,12 +3,15 @@
 Triton reads a kernel's source with ``inspect``, and tracebacks show file lines, so each variant
 lives in a real file: ``<cache>/kernels/<op>_<hash>.py``. Writes go to a temporary file in the
 same folder and are moved into place with ``os.replace``, so concurrent processes never see a
-half-written file. Each variant is imported once per process.
+half-written file. Each variant is imported once per process, from the source it was rendered
+to: a file found in the folder is compared with it (and replaced when it differs), never
+trusted, and neither is any bytecode cached beside it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import os
 import stat
 import sys
@@ -39,17 +42,39 @@ def fallback_kernel_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"flashtune-{user}" / "kernels"
 
 
-def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether path is a regular file holding exactly ``data``. Opened without blocking and
+    checked on the open file: a pipe put there would block a plain open forever, and a huge
+    file is not read."""
     try:
-        if path.read_text(encoding="utf-8") == variant.source:
-            return path
-    except (OSError, UnicodeDecodeError):
-        pass  # missing or unreadable: (re)write it below, which reports a real problem
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False  # missing or unreadable: (re)written, which reports a real problem
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
+    data = variant.source.encode("utf-8")
+    if _holds(path, data):
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(variant.source)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # a full disk, a folder at path: leave no litter
+        raise
     return path
 
 
@@ -119,9 +144,17 @@ def load(variant: RenderedVariant) -> ModuleType:
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
+            # The rendered source itself runs, not what the file or a __pycache__ .pyc beside
+            # it holds by now (the import system would run a .pyc whose header matches the
+            # file's size and time, whatever its code); Triton's inspect.getsource reads it
+            # from linecache (an entry without mtime is never re-read from disk).
+            filename = str(path)
+            linecache.cache[filename] = (len(variant.source), None,
+                                         variant.source.splitlines(True), filename)
+            code = compile(variant.source, filename, "exec", dont_inherit=True)
             sys.modules[name] = module
             try:
-                spec.loader.exec_module(module)
+                exec(code, module.__dict__)
             except BaseException:
                 sys.modules.pop(name, None)
                 raise

@@ -1,0 +1,106 @@
+"""Defects found by an audit of the rendered-source folder, winner imports and the command line.
+
+Each test names the input that used to go wrong and what a user relies on instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib._bootstrap_external as bootstrap
+import importlib.util
+import json
+import os
+import signal
+import stat
+
+import pytest
+
+from flashtune.cache import TuneDB
+from cli_helpers import run_cli as _cli
+from flashtune.gen import loader as loader_mod
+from flashtune.gen import render_variant
+from flashtune.gen.softmax_space import SoftmaxProblem, default_config
+from test_cache_support import DEV, FAMILY, KEY, row_config
+
+_PIPES = pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"),
+                            reason="needs named pipes and SIGALRM")
+
+
+class _Blocked(BaseException):
+    """Raised by the alarm: a BaseException, so no `except OSError` on the way swallows it."""
+
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """Fail (instead of hanging the suite) when the body blocks longer than ``seconds``."""
+    def expired(signum, frame):
+        raise _Blocked(f"blocked for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _variant(tmp_path, monkeypatch):
+    """A variant whose source goes to a kernel folder of this test's own."""
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    variant = render_variant("softmax", default_config("softmax", SoftmaxProblem(3, 40, "float32")))
+    path = loader_mod.source_path(variant)
+    path.parent.mkdir(parents=True)
+    return variant, path
+
+
+# -- the rendered-source folder -----------------------------------------------------------------
+
+def test_bytecode_cached_beside_a_kernel_never_runs(tmp_path, monkeypatch):
+    # Defect (audit): the loader checked the .py file against the rendered source, then let the
+    # import system run it, which runs __pycache__/<name>.cpython-*.pyc instead whenever that
+    # file's header matches the .py's size and time, whatever code it holds.
+    variant, path = _variant(tmp_path, monkeypatch)
+    path.write_text(variant.source, encoding="utf-8")
+    st = path.stat()
+    code = compile("TAMPERED = True\n" + variant.source, str(path), "exec")
+    pyc = importlib.util.cache_from_source(str(path))
+    os.makedirs(os.path.dirname(pyc))
+    with open(pyc, "wb") as handle:
+        handle.write(bootstrap._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))
+    module = loader_mod.load(variant)
+    assert not hasattr(module, "TAMPERED")
+    assert module.__file__ == str(path) and callable(module.launch)
+
+
+def test_an_edited_kernel_file_is_replaced_before_it_is_imported(tmp_path, monkeypatch):
+    variant, path = _variant(tmp_path, monkeypatch)
+    path.write_text("TAMPERED = True\n" + variant.source, encoding="utf-8")
+    module = loader_mod.load(variant)
+    assert not hasattr(module, "TAMPERED")
+    assert path.read_text(encoding="utf-8") == variant.source
+
+
+@_PIPES
+def test_a_pipe_at_a_kernel_path_is_replaced_not_read(tmp_path, monkeypatch):
+    # Defect (audit): the loader opened whatever was at the kernel's path to compare it with
+    # the rendered source; a named pipe there blocked the user's model forever.
+    variant, path = _variant(tmp_path, monkeypatch)
+    os.mkfifo(path)
+    with _within(20):
+        loader_mod.load(variant)
+    assert stat.S_ISREG(os.lstat(path).st_mode)
+    assert path.read_text(encoding="utf-8") == variant.source
+
+
+def test_a_failed_kernel_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    # Defect (audit): when the source could not be moved into place (here a folder holds its
+    # name; also a full disk), the temporary file stayed behind, one more per process.
+    variant, path = _variant(tmp_path, monkeypatch)
+    path.mkdir()
+    fallback = tmp_path / "fallback" / "kernels"
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
+    with pytest.warns(RuntimeWarning, match="FLASHTUNE_CACHE_DIR"):
+        module = loader_mod.load(variant)
+    assert module.__file__ == str(fallback / path.name)
+    assert sorted(os.listdir(path.parent)) == [path.name]
