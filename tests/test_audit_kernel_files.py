@@ -104,3 +104,35 @@ def test_a_failed_kernel_write_leaves_no_temporary_file(tmp_path, monkeypatch):
         module = loader_mod.load(variant)
     assert module.__file__ == str(fallback / path.name)
     assert sorted(os.listdir(path.parent)) == [path.name]
+
+
+# -- winner imports -----------------------------------------------------------------------------
+
+def _export(tmp_path, capsys) -> dict:
+    db = tmp_path / "src.sqlite"
+    with TuneDB(str(db)) as tune_db:
+        tune_db.upsert_winner(DEV, FAMILY, KEY, row_config(), median_ms=1.0, p20_ms=1.0,
+                              p80_ms=1.0, trials=1)
+    out = tmp_path / "export.json"
+    rc, _, err = _cli(capsys, "export", str(out), "--db", str(db))
+    assert rc == 0, err
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("where", ["document", "row"])
+def test_import_refuses_a_key_given_twice(tmp_path, capsys, where):
+    # Defect (audit): json.loads keeps the last of two equal keys, so `"winners": [...],
+    # "winners": []` imported nothing and said so as a success, and a row naming "trials"
+    # twice was stored with whichever came last (other JSON readers keep the first).
+    document = _export(tmp_path, capsys)
+    text = json.dumps(document)
+    if where == "document":
+        text = text[:-1] + ', "winners": []}'
+    else:
+        text = text.replace('"trials": 1', '"trials": 1, "trials": 1000')
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    target = tmp_path / "dst.sqlite"
+    rc, _, err = _cli(capsys, "import", str(path), "--db", str(target))
+    assert rc == 2 and "appears twice" in err, err
+    assert "Traceback" not in err and not target.exists()

@@ -178,9 +178,11 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     if len(raw) > MAX_IMPORT_BYTES:
         raise too_large
     try:
-        document = json.loads(raw.decode("utf-8"))
+        document = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
     except UnicodeDecodeError:  # before ValueError, its base class
         raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except _DuplicateKey as err:  # before ValueError, its base class
+        raise ValueError(f"{path}: not a winners export: {err}") from None
     except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit
         raise ValueError(f"{path}: not a JSON file ({err})") from None
     except RecursionError:
@@ -213,6 +215,22 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
                          + "\n  ".join(errors[:_MAX_REPORTED])
                          + (f"\n  ... and {more} more" if more > 0 else ""))
     return values
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it names a key twice: json.loads would keep the last value
+    silently ("winners": [...] then "winners": [] imported nothing), where other readers may
+    keep the first."""
+    document: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in document:
+            raise _DuplicateKey(f"the key {name!r} appears twice in one object")
+        document[name] = value
+    return document
 
 
 def of_other_templates(row: Any) -> bool:
