@@ -136,3 +136,18 @@ def test_import_refuses_a_key_given_twice(tmp_path, capsys, where):
     rc, _, err = _cli(capsys, "import", str(path), "--db", str(target))
     assert rc == 2 and "appears twice" in err, err
     assert "Traceback" not in err and not target.exists()
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+@_PIPES
+def test_report_refuses_what_is_not_a_regular_file(tmp_path, capsys):
+    # Defect (audit): `flashtune report` read its argument whole: a named pipe blocked forever
+    # and `flashtune report /dev/zero` ran out of memory (a MemoryError traceback).
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    targets = [pipe] + ([os.devnull] if os.path.exists(os.devnull) else [])
+    for target in targets:
+        with _within(20):
+            rc, _, err = _cli(capsys, "report", str(target))
+        assert rc == 2 and "not a regular file" in err, err

@@ -7,6 +7,8 @@ result dict: no GPU, no database.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,34 @@ MARKDOWN_NAME = "flashtune_bench.md"
 STATUS_MARK = {"unavailable": "n/a", "failed": "fail", "skipped": "skip"}
 
 
+# A result holds a few hundred rows (about 200 KB); a file far larger is not one.
+MAX_RESULT_BYTES = 64 * 2**20
+
+
+def _read_result(path: Path) -> bytes:
+    """The bytes of the regular file at path, read at most MAX_RESULT_BYTES: a device
+    (/dev/zero) would be read until memory runs out, a named pipe would block forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path}: not a regular file (a folder, device, pipe or socket); "
+                             f"give the {JSON_NAME} of a bench run")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_RESULT_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_RESULT_BYTES:
+        raise ValueError(f"{path}: too large for a bench result (at most "
+                         f"{MAX_RESULT_BYTES // 2**20} MiB)")
+    return raw
+
+
 def load_result(path: Any) -> dict:
     """A result written by ``flashtune bench``; ValueError naming the file if it is not one."""
     path = Path(path)
+    raw = _read_result(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw.decode("utf-8"))
     except RecursionError:
         raise ValueError(f"{path}: not a bench result (JSON nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError, or an integer too long
