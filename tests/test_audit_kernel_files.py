@@ -151,3 +151,18 @@ def test_report_refuses_what_is_not_a_regular_file(tmp_path, capsys):
         with _within(20):
             rc, _, err = _cli(capsys, "report", str(target))
         assert rc == 2 and "not a regular file" in err, err
+
+
+def test_source_path_names_a_file_that_is_there(tmp_path, monkeypatch, capsys):
+    # Defect (audit): `flashtune source --path` printed where the source would go, but wrote
+    # nothing: the path named no file until some model had run that very variant.
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    rc, out, err = _cli(capsys, "source", "softmax", "--shape", "5x77", "--dtype", "float32",
+                        "--path")
+    assert rc == 0, err
+    line = [text for text in err.splitlines() if text.startswith("# source file: ")]
+    assert len(line) == 1, err
+    path = line[0][len("# source file: "):]
+    assert path.startswith(str(tmp_path / "cache" / "kernels"))
+    with open(path, encoding="utf-8") as handle:
+        assert handle.read() == out

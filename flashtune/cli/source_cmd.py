@@ -40,7 +40,8 @@ def register(sub) -> None:
                         "4096x4096), BxHxNxD for attention_fwd (default 2x16x4096x128)")
     p.add_argument("--causal", action="store_true", help="attention_fwd: a causal problem")
     p.add_argument("--dtype", choices=_DTYPES, default="float16")
-    p.add_argument("--path", action="store_true", help="also print where the source file lives")
+    p.add_argument("--path", action="store_true",
+                   help="also write the source file where the runtime keeps it; print its path")
     p.add_argument("--dispatch", action="store_true",
                    help="start from the config the runtime dispatcher picks for --shape/--dtype "
                         "on this device (tuned exact/nearest bucket or default; said on stderr)")
@@ -113,9 +114,11 @@ def run(args) -> int:
     if misfit:
         print(f"# note: this config cannot run that problem: {misfit}", file=sys.stderr)
     if args.path:
-        from ..gen import source_path
+        from ..gen.loader import write_source
 
-        print(f"# source file: {source_path(args.op, validated)}", file=sys.stderr)
+        # Written as the runtime writes it (same file, or the fallback folder when the cache
+        # folder cannot be written): a path to a file that is not there yet is no help.
+        print(f"# source file: {write_source(variant)}", file=sys.stderr)
     return 0
 
 
