@@ -166,3 +166,19 @@ def test_source_path_names_a_file_that_is_there(tmp_path, monkeypatch, capsys):
     assert path.startswith(str(tmp_path / "cache" / "kernels"))
     with open(path, encoding="utf-8") as handle:
         assert handle.read() == out
+
+
+def test_show_spells_out_control_characters_of_device_names(tmp_path, capsys):
+    # Defect (audit): import takes any device name, and `flashtune show --all-devices` printed
+    # it as it was: escape sequences in a shared export file drove the user's terminal.
+    document = _export(tmp_path, capsys)
+    document["winners"][0]["device"]["name"] = "GPU\x1b[2J\x1b]0;pwned\x07\nfake row"
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(document))
+    db = tmp_path / "dst.sqlite"
+    rc, _, err = _cli(capsys, "import", str(path), "--db", str(db))
+    assert rc == 0, err
+    rc, out, err = _cli(capsys, "show", "--all-devices", "--db", str(db))
+    assert rc == 0, err
+    assert "\x1b" not in out and "\x07" not in out
+    assert "GPU\\x1b[2J\\x1b]0;pwned\\x07\\nfake row" in out
