@@ -147,8 +147,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D) with H a multiple of Hkv (grouped-query / multi-
     query attention: query head h uses k/v head h // (H // Hkv)); 4-D only, no implicit batch.
-    float16 or bfloat16, one dtype and one device for all three (anything else: TypeError,
-    no silent cast). D a multiple of 8 in [8, 256] (else ValueError). Any strides, including
+    float16 or bfloat16, one dtype and one device for all three (another dtype: TypeError,
+    no silent cast; another device: ValueError). D a multiple of 8 in [8, 256] (else ValueError). Any strides, including
     (B, N, H, D) tensors viewed with ``transpose(1, 2)``, stride-0 ``expand`` views and slices.
     ``scale`` (a real number, finite in float32) defaults to 1/sqrt(D); scores are computed
     in float32. NaN/inf inputs propagate as in torch SDPA's math path to every query that
