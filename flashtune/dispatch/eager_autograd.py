@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import torch
 
+from .call_state import functorch_active
 from .runtime import RUNTIME
+
+# torch.autograd.grad(is_grads_batched=True) and jacobian/hessian(vectorize=True) batch the
+# gradient with torch's legacy vmap, which functorch_active() does not see.
+_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda t: False)
 
 
 class SoftmaxFunction(torch.autograd.Function):
@@ -34,9 +39,13 @@ class SoftmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (y,) = ctx.saved_tensors
-        if torch.is_grad_enabled() or type(grad) is not torch.Tensor:
-            # create_graph (double backward), or a gradient of a tensor subclass: the
-            # registered op has the autograd formula and the dispatch rules for both.
+        if (torch.is_grad_enabled() or type(grad) is not torch.Tensor or functorch_active()
+                or _legacy_batched(grad)):
+            # create_graph (double backward), a gradient of a tensor subclass, or batched
+            # gradients (torch.autograd.grad(is_grads_batched=True), jacobian/hessian with
+            # vectorize=True run this backward under vmap: the gradient is a storage-less
+            # wrapper no kernel can read): the registered op has the autograd formula, the
+            # dispatch rules and the vmap rule for all three.
             from . import library
 
             op = library.log_softmax_backward if ctx.log else library.softmax_backward
