@@ -39,3 +39,53 @@ def test_batched_gradients_match_torch(fresh_db, name):
             lambda t: (fn(t, 0) * torch.arange(5.0, device=DEVICE)).sum(), x[0], vectorize=True)
         results.append((batched, mapped, jac, hess))
     torch.testing.assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
+
+
+# -- results were views: in-place ops on them raised under autograd ----------------------------
+def _view_layouts():
+    yield "dim 0", lambda: torch.randn(3, 4, device=DEVICE), 0
+    yield "transposed, dim -1", lambda: torch.randn(4, 3, device=DEVICE).t(), -1
+    yield "3-D transposed, dim -1", lambda: torch.randn(2, 4, 3, device=DEVICE).transpose(1, 2), -1
+    yield "channels_last, dim 1", lambda: torch.randn(1, 2, 3, 4, device=DEVICE).to(
+        memory_format=torch.channels_last), 1
+
+
+@pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize("case", list(_view_layouts()), ids=lambda c: c[0])
+@pytest.mark.parametrize("leaf", ["tensor", "parameter"])
+def test_result_takes_in_place_ops_under_autograd(fresh_db, name, case, leaf):
+    """The result along a dim other than the last (or of a non-contiguous input) was a movedim
+    view of the kernel's buffer: an in-place op on it (masked_fill_, clamp_, an in-place
+    activation) raised "Output 0 of SoftmaxFunction is a view and is being modified inplace"
+    (the registered op's autograd too, e.g. for an nn.Parameter), where torch.softmax's result
+    takes it. The layout stays the one the fake implementation promises."""
+    from flashtune.dispatch.plans import output_like
+
+    ours, ref = PAIRS[name]
+    _, make, dim = case
+    base = make()
+    for _ in range(2):  # the first call builds the plan, the second runs it
+        x = torch.nn.Parameter(base.clone()) if leaf == "parameter" else base.clone().requires_grad_()
+        y = ours(x, dim)
+        assert y._base is None and y.stride() == output_like(x, dim).stride()
+        y.mul_(2)  # used to raise
+        torch.testing.assert_close(y, ref(base, dim) * 2)
+    with torch.no_grad():
+        assert ours(base, dim)._base is None
+    y = ours(base.clone().requires_grad_(), dim)
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()  # as torch: the backward needs the unmodified result
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_gradients_along_other_dims_match_torch(fresh_db, name):
+    ours, ref = PAIRS[name]
+    x = torch.randn(3, 4, 5, device=DEVICE)
+    for dim in (0, 1):
+        xa = x.clone().requires_grad_()
+        g = torch.randn(3, 4, 5, device=DEVICE)
+        ours(xa, dim).backward(g)
+        xt = x.clone().requires_grad_()
+        ref(xt, dim).backward(g)
+        torch.testing.assert_close(xa.grad, xt.grad, atol=1e-5, rtol=1e-4)

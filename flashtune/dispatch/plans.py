@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from ..gen.softmax_ops import SUPPORTED_DTYPES, _as_rows, _from_rows
+from ..gen.softmax_ops import SUPPORTED_DTYPES, _as_rows
 from ..gen.softmax_space import SoftmaxProblem
 from ..gen.variants import load_variant
 from .fast_launch import accelerate
@@ -30,12 +30,34 @@ MAX_PLANS = 4096  # per op; a workload with ever-new shapes must not grow memory
 _aten = torch.ops.aten
 
 
+def output_strides(shape, dim: int) -> tuple:
+    """The strides the kernels write: ``dim`` innermost, the other dims outside it in order,
+    packed as torch packs a contiguous tensor (a dim of size 0 or 1 counts as size 1)."""
+    if not len(shape):
+        return ()
+    dim %= len(shape)
+    strides = [1] * len(shape)
+    step = 1
+    for d in (dim, *range(len(shape) - 1, dim, -1), *range(dim - 1, -1, -1)):
+        strides[d] = step
+        step = step * torch.sym_max(shape[d], 1)
+    return tuple(strides)
+
+
 def output_like(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """An uninitialized result with the layout the kernels produce (dim normalized)."""
-    if t.dim() == 0:
-        return torch.empty((), dtype=t.dtype, device=t.device)
-    moved = t.movedim(dim, -1).shape
-    return torch.empty(moved, dtype=t.dtype, device=t.device).movedim(-1, dim)
+    """An uninitialized result with the layout the kernels produce (dim normalized).
+
+    Not a view (empty_strided, not a movedim of a buffer): autograd forbids in-place ops on a
+    view a custom Function returns, where torch.softmax's result takes them."""
+    return torch.empty_strided(t.shape, output_strides(t.shape, dim), dtype=t.dtype,
+                               device=t.device)
+
+
+def _as_output_rows(out: torch.Tensor, dim: int) -> torch.Tensor:
+    """The (rows, cols) view of an output_like result the kernels write (a view, never a copy)."""
+    if out.dim() == 0:
+        return out.view(1, 1)
+    return out.movedim(dim, -1).view(-1, out.shape[dim])
 
 
 def _into_layout(result: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
@@ -112,11 +134,12 @@ def forward_plan(x: torch.Tensor, dim: int, op: str, config, fast: bool = True) 
                 launch(x.view(rows, cols), y.view(rows, cols))
                 return y
     else:
+        shape, strides = x.shape, output_strides(x.shape, dim)
+
         def plan(x):
-            x2 = _as_rows(x, dim)
-            y2 = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
-            launch(x2, y2)
-            return _from_rows(y2, x, dim)
+            y = torch.empty_strided(shape, strides, dtype=x.dtype, device=x.device)
+            launch(_as_rows(x, dim), _as_output_rows(y, dim))
+            return y
     return _guarded(plan, x, launch)
 
 
@@ -156,12 +179,12 @@ def backward_plan(y: torch.Tensor, dim: int, op: str, config, fast: bool = True,
                 return dx
         return _guarded(plan, y, launch)
 
+    shape, strides = y.shape, output_strides(y.shape, dim)
+
     def plan(y, dy):
-        y2 = _as_rows(y, dim)
-        dy2 = _as_rows(dy, dim)
-        dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
-        launch(y2, dy2, dx2)
-        return _from_rows(dx2, y, dim)
+        dx = torch.empty_strided(shape, strides, dtype=y.dtype, device=y.device)
+        launch(_as_rows(y, dim), _as_rows(dy, dim), _as_output_rows(dx, dim))
+        return dx
     return _guarded(plan, y, launch)
 
 
