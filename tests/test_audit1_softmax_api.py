@@ -89,3 +89,33 @@ def test_gradients_along_other_dims_match_torch(fresh_db, name):
         xt = x.clone().requires_grad_()
         ref(xt, dim).backward(g)
         torch.testing.assert_close(xa.grad, xt.grad, atol=1e-5, rtol=1e-4)
+
+
+# -- `import torch, flashtune` did not register torch.ops.flashtune.* ----------------------------
+def test_import_registers_the_ops_for_export_load(tmp_path):
+    """A program exported with flashtune.softmax calls torch.ops.flashtune.softmax; loading it in
+    a new process after `import torch, flashtune` failed ("We failed to resolve
+    torch.ops.flashtune.softmax.default to an operator"), as did direct calls of the ops: they
+    were registered only on the first access to flashtune.softmax."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "program.pt2"
+    save = ("import torch, flashtune\n"
+            "class M(torch.nn.Module):\n"
+            "    def forward(self, t):\n"
+            "        return flashtune.softmax(t, 0) + flashtune.log_softmax(t, -1)\n"
+            f"torch.export.save(torch.export.export(M(), (torch.randn(3, 5),)), {str(path)!r})\n")
+    load = ("import torch, flashtune\n"
+            "torch.ops.flashtune.softmax_backward, torch.ops.flashtune.log_softmax_backward\n"
+            f"program = torch.export.load({str(path)!r}).module()\n"
+            "x = torch.randn(3, 5)\n"
+            "torch.testing.assert_close(program(x), torch.softmax(x, 0) + torch.log_softmax(x, -1))\n"
+            "print('loaded')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        os.path.dirname(os.path.dirname(flashtune.__file__)), os.environ.get("PYTHONPATH")])))
+    for code in (save, load):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "loaded"
