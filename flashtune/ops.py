@@ -47,6 +47,8 @@ from .gen.softmax_ops import normalize_dim as _normalize_dim
 __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
+# nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
+_Parameter = torch.nn.Parameter
 _dtype = torch.dtype
 # _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
 # check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
@@ -80,7 +82,8 @@ def _hot_plan(plans, x, dim, dtype):
 
     Hot path: every check is a plain attribute read; a plan exists only for inputs that already
     passed the full checks of _call with this exact layout."""
-    if (dtype is None and not _is_compiling() and type(x) is _Tensor and not x.is_neg()
+    if (dtype is None and not _is_compiling() and (type(x) is _Tensor or type(x) is _Parameter)
+            and not x.is_neg()
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         try:
@@ -124,7 +127,8 @@ def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
         # Other torch.func transforms wrap tensors in storage-less wrappers our kernels cannot
         # read and that the custom op's autograd does not support. torch computes both.
         return (torch.log_softmax if log else torch.softmax)(x, d)
-    if (_is_compiling() or type(x) is not _Tensor or _dispatch_modes()
+    if (_is_compiling() or (type(x) is not _Tensor and type(x) is not _Parameter)
+            or _dispatch_modes()
             or _jit_tracing() is not None):
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
         return op(x, d)

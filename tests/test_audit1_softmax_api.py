@@ -119,3 +119,32 @@ def test_import_registers_the_ops_for_export_load(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "loaded"
+
+
+# -- nn.Parameter inputs took the registered op (its host cost) -------------------------------
+@pytest.mark.parametrize("name", PAIRS)
+def test_parameter_input_takes_the_eager_paths(fresh_db, name):
+    """softmax of a learned weight (mixture or gating weights: F.softmax(self.alpha, 0)) is an
+    nn.Parameter, which disables __torch_function__, yet it was sent through the registered op
+    as a tensor subclass: the host cost eager_autograd exists to avoid (several times that of
+    the plain autograd.Function), and no stored plan under no_grad."""
+    from flashtune.dispatch import RUNTIME
+
+    ours, ref = PAIRS[name]
+    w = torch.nn.Parameter(torch.randn(4, 6, device=DEVICE))
+    y = ours(w, 0)
+    assert type(y) is torch.Tensor and type(y.grad_fn).__name__ == "SoftmaxFunctionBackward"
+    g = torch.randn(4, 6, device=DEVICE)
+    y.backward(g)
+    wt = w.detach().clone().requires_grad_()
+    ref(wt, 0).backward(g)
+    torch.testing.assert_close(w.grad, wt.grad, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():
+        out = ours(w, 0)
+        assert type(out) is torch.Tensor
+        torch.testing.assert_close(out, ref(w, 0))
+        plans = RUNTIME.plans[name]
+        key = (w.shape, w.stride(), w.dtype, w.device, 0)
+        assert key in plans
+        plans[key] = lambda x: "hot plan"
+        assert ours(w, 0) == "hot plan"  # the hot path serves a Parameter too
