@@ -109,6 +109,7 @@ def test_import_registers_the_ops_for_export_load(tmp_path):
             f"torch.export.save(torch.export.export(M(), (torch.randn(3, 5),)), {str(path)!r})\n")
     load = ("import torch, flashtune\n"
             "torch.ops.flashtune.softmax_backward, torch.ops.flashtune.log_softmax_backward\n"
+            "torch.ops.flashtune.attention_fwd\n"
             f"program = torch.export.load({str(path)!r}).module()\n"
             "x = torch.randn(3, 5)\n"
             "torch.testing.assert_close(program(x), torch.softmax(x, 0) + torch.log_softmax(x, -1))\n"
