@@ -347,3 +347,17 @@ def test_gpu_minus_inf_key_tiles_and_nan_like_torch(knobs):
         assert torch.equal(out.isnan(), ref.isnan()), (knobs, causal)
         fin = torch.isfinite(ref)
         torch.testing.assert_close(out.float()[fin], ref[fin], atol=2e-3, rtol=2e-3)
+
+
+def test_tma_refuses_rows_that_repeat_or_overlap():
+    """The kernels' tensor descriptors are 2-D per head, (N, D) with strides (stride(-2), 1):
+    k/v expanded along N (row stride 0) or as_strided rows closer than D apart are no tensor a
+    descriptor can describe, and a chosen TMA config must fall back to pointer loads there."""
+    dense = torch.randn(1, 2, 32, 64, dtype=torch.float16)
+    assert attention_ops.tma_misfit(dense) is None
+    assert attention_ops.tma_misfit(dense.transpose(1, 2).contiguous().transpose(1, 2)) is None
+    assert attention_ops.tma_misfit(dense[:, :, :1].expand(1, 2, 1, 64)) is None  # one row
+    repeated = dense[:, :, :1].expand(1, 2, 32, 64)
+    assert "overlap" in attention_ops.tma_misfit(dense, repeated)
+    overlapping = dense.flatten().as_strided((1, 2, 32, 64), (4096, 2048, 8, 1))
+    assert "overlap" in attention_ops.tma_misfit(overlapping)

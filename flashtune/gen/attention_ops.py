@@ -169,11 +169,16 @@ def _default(problem: AttentionProblem) -> Config:
 
 def tma_misfit(*tensors: torch.Tensor) -> str | None:
     """Why tensor descriptors cannot address these tensors, or None: TMA needs a unit last
-    stride, 16-byte aligned other strides and a 16-byte aligned base address."""
+    stride, 16-byte aligned other strides and a 16-byte aligned base address. The kernels'
+    descriptors are 2-D per head, (N, D) with strides (stride(-2), 1): rows that repeat or
+    overlap (a stride of 0 from expand along N, or less than D from as_strided) are no
+    tensor a descriptor can describe, so those go through pointer loads too."""
     for t in tensors:
         size = t.element_size()
         if t.stride(-1) != 1:
             return "the last dim is not contiguous"
+        if t.shape[-2] > 1 and t.stride(-2) < t.shape[-1]:
+            return f"rows overlap (row stride {t.stride(-2)} < head dim {t.shape[-1]})"
         if any((s * size) % 16 for s in t.stride()[:-1]):
             return f"strides {tuple(t.stride())} are not multiples of 16 bytes"
         if t.data_ptr() % 16:
