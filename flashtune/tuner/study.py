@@ -286,9 +286,17 @@ def _run_optuna(search: _Search, space: SearchSpace, seeds, result: ProblemResul
 
     study = _make_study(search, name)
     _resume(study, search, space, result)
+    # A seed still queued (WAITING) from an earlier run is asked in turn; one left RUNNING by a
+    # run that was interrupted while measuring it has no result, and Optuna's skip_if_exists
+    # would count it as present: the re-run never measured the default (nor weighed the
+    # finalists against it).
+    queued = {canonical(t.system_attrs.get("fixed_params", {}))
+              for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
     for config in seeds:
-        if canonical(config) not in search.memo:
-            study.enqueue_trial(space.trial_params(config), skip_if_exists=True)
+        params = space.trial_params(config)
+        if canonical(config) not in search.memo and canonical(params) not in queued:
+            study.enqueue_trial(params)
+            queued.add(canonical(params))
     rng = random.Random(search.options.seed)
     wasted = 0
     while True:

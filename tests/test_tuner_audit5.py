@@ -1,0 +1,68 @@
+"""Audit 5 (tuner): re-runs after an interrupt, small time budgets, set-up failures in this
+process, grid mode with a journal."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashtune.cache import TuneDB
+from flashtune.gen.softmax_space import SoftmaxProblem, default_config, fitting_configs
+from flashtune.tuner.adapter import SoftmaxAdapter
+from flashtune.tuner.problems import TuneProblem
+from flashtune.tuner.session import SessionOptions, run_session
+from flashtune.tuner.space import canonical
+from flashtune.tuner.study import TuneOptions, tune_problem
+from flashtune.tuner.timing import TimingOptions
+from flashtune.tuner.worker import LocalRunner
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
+
+PROBLEM = TuneProblem("softmax", SoftmaxProblem(8, 100, "float32"))
+FAST = TimingOptions(cpu_reps=1)
+
+
+def candidates():
+    """The problem's row-regime configs (its default among them)."""
+    return [c for c in fitting_configs("softmax", PROBLEM.problem) if c["regime"] == "row"]
+
+
+class Counting(LocalRunner):
+    def __init__(self, *args, interrupt: bool = False):
+        super().__init__(*args)
+        self.interrupt, self.measured = interrupt, []
+
+    def measure(self, config):
+        if self.interrupt:
+            raise KeyboardInterrupt  # Ctrl-C while the trial runs
+        self.measured.append(dict(config))
+        return super().measure(config)
+
+
+def test_rerun_after_an_interrupt_during_the_default_measures_the_default(tmp_path):
+    # The interrupted run leaves the default's trial RUNNING in the journal; enqueue_trial's
+    # skip_if_exists counted it as present, so the re-run never measured the default.
+    journal = str(tmp_path / "j.journal")
+    opts = TuneOptions(n_trials=3, top_k=2, retime_rounds=1, storage=journal, patience=None)
+    with pytest.raises(KeyboardInterrupt):
+        tune_problem(PROBLEM, Counting(None, FAST, interrupt=True), device="cpu", options=opts,
+                     candidates=candidates(), study_name="s")
+    runner = Counting(None, FAST)
+    result = tune_problem(PROBLEM, runner, device="cpu", options=opts, candidates=candidates(),
+                          study_name="s")
+    default = canonical(default_config("softmax", PROBLEM.problem))
+    assert canonical(runner.measured[0]) == default
+    assert len(runner.measured) == 3 and len({canonical(c) for c in runner.measured}) == 3
+
+
+def test_a_rerun_does_not_queue_a_seed_twice(tmp_path):
+    journal = str(tmp_path / "j.journal")
+    opts = TuneOptions(n_trials=2, top_k=1, retime_rounds=1, storage=journal, patience=None)
+    tune_problem(PROBLEM, Counting(None, FAST), device="cpu", options=opts,
+                 candidates=candidates(), study_name="s")
+    more = TuneOptions(n_trials=4, top_k=1, retime_rounds=1, storage=journal, patience=None)
+    runner = Counting(None, FAST)
+    result = tune_problem(PROBLEM, runner, device="cpu", options=more, candidates=candidates(),
+                          study_name="s")
+    assert len(result.measured) == 4 and len(runner.measured) == 2
+    assert len({canonical(c) for c, _ in result.measured}) == 4
