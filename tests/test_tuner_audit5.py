@@ -66,3 +66,13 @@ def test_a_rerun_does_not_queue_a_seed_twice(tmp_path):
                           study_name="s")
     assert len(result.measured) == 4 and len(runner.measured) == 2
     assert len({canonical(c) for c, _ in result.measured}) == 4
+
+
+def test_a_time_budget_spent_before_the_first_trial_still_measures_one_config():
+    # Was: stopped before measuring anything, then "no candidate passed (every measured config
+    # failed)" though nothing was measured, and no winner.
+    opts = TuneOptions(n_trials=5, top_k=1, retime_rounds=1, time_budget_s=1e-9, patience=None)
+    result = tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts,
+                          candidates=candidates(), study_name="s")
+    assert len(result.measured) == 1 and result.stopped_by == "time budget"
+    assert result.winner is not None and result.error is None

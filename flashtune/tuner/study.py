@@ -140,7 +140,10 @@ class _Search:
         o = self.options
         if n_done >= o.n_trials:
             return "trials"
-        if o.time_budget_s is not None and time.monotonic() - self.t0 >= o.time_budget_s:
+        # The budget never ends a search before its first measurement (opening the study
+        # may take longer than a small budget): a search always measures one config.
+        if (o.time_budget_s is not None and n_done > 0
+                and time.monotonic() - self.t0 >= o.time_budget_s):
             return "time budget"
         if o.patience is not None and self.since_gain >= o.patience:
             return "patience"
