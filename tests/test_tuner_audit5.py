@@ -76,3 +76,27 @@ def test_a_time_budget_spent_before_the_first_trial_still_measures_one_config():
                           candidates=candidates(), study_name="s")
     assert len(result.measured) == 1 and result.stopped_by == "time budget"
     assert result.winner is not None and result.error is None
+
+
+class NoHalfInputs(SoftmaxAdapter):
+    def make_case(self, op, problem, device, seed):
+        if problem.dtype == "float16":
+            raise RuntimeError("planted: cannot allocate the inputs")
+        return super().make_case(op, problem, device, seed)
+
+
+def test_a_problem_that_cannot_be_set_up_in_this_process_is_reported_and_the_rest_go_on(tmp_path):
+    # --no-isolate: the set-up error escaped run_session (a traceback, the later problems lost);
+    # the worker process turns it into a WorkerError that the session reports.
+    db = TuneDB(f"sqlite:///{tmp_path / 'n.sqlite'}")
+    problems = [TuneProblem("softmax", SoftmaxProblem(8, 100, "float16")), PROBLEM]
+    opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
+                          isolate=False, progress=False)
+    try:
+        result = run_session(problems, db, opts, device="cpu",
+                             runner=LocalRunner(NoHalfInputs(), FAST))
+        assert [p.winner is not None for p in result.problems] == [False, True]
+        assert "planted: cannot allocate" in result.problems[0].error
+        assert [w.key.dtype for w in db.winners()] == ["float32"]
+    finally:
+        db.close()

@@ -24,7 +24,7 @@ from typing import Callable
 
 from .families import family
 from .space import SearchSpace, canonical
-from .worker import Measurement, Task
+from .worker import Measurement, Task, WorkerError
 
 MODES = ("tpe", "grid", "random")
 MIN_GAIN = 0.005  # a trial must beat the best by 0.5% to reset the patience counter
@@ -200,7 +200,13 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     seeds = [c for c in dict.fromkeys(defaults + fam.seed_twins(tp.op, tp.problem, sm_count))
              if c in space] if options.seed_defaults else []
     task = Task(tp.op, tp.problem, device, options.seed)
-    runner.setup(task)
+    try:
+        runner.setup(task)
+    except WorkerError:
+        raise
+    except Exception as err:  # noqa: BLE001 - in this process (LocalRunner): e.g. out of memory
+        # The ProcessRunner says this as a WorkerError; the session reports it and goes on.
+        raise WorkerError(f"could not set up {tp.label()}: {type(err).__name__}: {err}") from err
     search = _Search(tp, runner, task, options, on_trial, progress, precompiler)
     total = min(options.n_trials, len(kept))
     if progress is not None:
