@@ -100,3 +100,27 @@ def test_a_problem_that_cannot_be_set_up_in_this_process_is_reported_and_the_res
         assert [w.key.dtype for w in db.winners()] == ["float32"]
     finally:
         db.close()
+
+
+def test_grid_mode_keeps_its_measurements_in_the_journal_and_resumes(tmp_path):
+    # Was: grid mode ignored --journal (no file written), and the interrupt summary promised
+    # that a re-run would not measure again what it had.
+    journal = tmp_path / "g.journal"
+    opts = TuneOptions(mode="grid", n_trials=3, top_k=1, retime_rounds=1, storage=str(journal))
+    first = Counting(None, FAST)
+    tune_problem(PROBLEM, first, device="cpu", options=opts, candidates=candidates(),
+                 study_name="g")
+    assert journal.exists() and len(first.measured) == 3
+    more = TuneOptions(mode="grid", n_trials=6, top_k=1, retime_rounds=1, storage=str(journal))
+    second = Counting(None, FAST)
+    result = tune_problem(PROBLEM, second, device="cpu", options=more, candidates=candidates(),
+                          study_name="g")
+    assert len(second.measured) == 3 and len(result.measured) == 6
+    assert not {canonical(c) for c in first.measured} & {canonical(c) for c in second.measured}
+    assert result.winner is not None and result.stopped_by == "exhausted"
+    # a TPE run of the same study reads the grid's trials (same distributions)
+    tpe = TuneOptions(n_trials=6, top_k=1, retime_rounds=1, storage=str(journal), patience=None)
+    third = Counting(None, FAST)
+    again = tune_problem(PROBLEM, third, device="cpu", options=tpe, candidates=candidates(),
+                         study_name="g")
+    assert third.measured == [] and again.winner is not None

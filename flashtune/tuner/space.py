@@ -140,6 +140,17 @@ class SearchSpace:
             params[self._param_name(branch, name)] = config[name]
         return params
 
+    def distributions(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The Optuna distributions of ``trial_params(config)`` (those ``propose`` suggests)."""
+        from optuna.distributions import CategoricalDistribution
+
+        branch = config[BRANCH] if self.branched else ""
+        found = ({BRANCH: CategoricalDistribution(self.branches)}
+                 if self.branched and len(self.branches) > 1 else {})
+        for name, values in self.choices[branch].items():
+            found[self._param_name(branch, name)] = CategoricalDistribution(values)
+        return found
+
     def __contains__(self, config: Mapping[str, Any]) -> bool:
         return canonical(config) in self.by_key
 

@@ -212,7 +212,7 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     if progress is not None:
         progress.start(tp.label(), total)
     if options.mode == "grid":
-        _run_grid(search, space, seeds, result)
+        _run_grid(search, space, seeds, result, study_name or tp.label())
     else:
         _run_optuna(search, space, seeds, result, study_name or tp.label())
     result.search_s = time.monotonic() - search.t0
@@ -223,9 +223,15 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     return result
 
 
-def _run_grid(search: _Search, space: SearchSpace, seeds, result: ProblemResult) -> None:
+def _run_grid(search: _Search, space: SearchSpace, seeds, result: ProblemResult, name: str) -> None:
+    study = None
+    if search.options.storage is not None:
+        # A journal: configs an earlier run measured are not measured again, and each new
+        # measurement is kept in the study (grid mode asks Optuna for nothing).
+        study = _make_study(search, name)
+        _resume(study, search, space, result)
     order = grid_order(space.candidates, search.options.grid_limit, must_have=seeds)
-    order = order[: search.options.n_trials]
+    order = [c for c in order[: search.options.n_trials] if canonical(c) not in search.memo]
     if search.precompiler is not None:
         search.precompiler.submit(search.task, order)  # the pool works through all of it
     window = max(search.options.batch, 2 if search.precompiler is not None else 1)
@@ -237,9 +243,29 @@ def _run_grid(search: _Search, space: SearchSpace, seeds, result: ProblemResult)
             return
         chunk = order[i:i + window]
         chunk = chunk[: search.options.n_trials - len(result.measured)]
-        search.measure_many(chunk, result)
+        measured = search.measure_many(chunk, result)
+        if study is not None:
+            for config, m in zip(chunk, measured):
+                _keep(study, space, config, m)
         i += window
     result.stopped_by = "exhausted"
+
+
+def _keep(study, space: SearchSpace, config, m: Measurement) -> None:
+    """A measurement as a finished trial of the study, as _tell leaves one (for _resume)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    key = canonical(config)
+    attrs = {"config": key, "status": m.status}
+    if m.ok:
+        attrs.update(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
+    else:
+        attrs["error"] = m.error
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.COMPLETE if m.ok else TrialState.PRUNED,
+        value=m.median_ms if m.ok else None, params=space.trial_params(config),
+        distributions=space.distributions(config), user_attrs=attrs))
 
 
 def _make_study(search: _Search, name: str):
