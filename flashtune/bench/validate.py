@@ -7,6 +7,7 @@ extra keys are fine (newer writers may add some).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _NUMBER = (int, float)
@@ -80,6 +81,10 @@ def check_rows(section: str, rows: list) -> None:
             raise ResultError(f"{where}: must be an object, got {type(row).__name__}")
         _need(row, ROW_KEYS[section], where)
         where += f" ({row['impl']} {row['shape']} {row['dtype']})"
+        if section == "attention" and not re.fullmatch(r"\w+", row["dtype"]):
+            # it names a plot file (plot_attention_<dtype>.png): "x/y" wrote into a folder
+            raise ResultError(f"{where}: 'dtype' must be a name of letters, digits and _, "
+                              f"got {_show(row['dtype'])}")
         for key in SIZE_KEYS & set(ROW_KEYS[section]):
             if row[key] < 1:
                 raise ResultError(f"{where}: {key!r} must be >= 1, got {_show(row[key])}")
