@@ -149,36 +149,45 @@ def test_runtime_reads_a_database_in_a_read_only_folder(tmp_path):
 
 
 class _UnopenableConnection:
-    """What sqlite3 returns for a WAL database whose -shm file cannot be made."""
+    """What sqlite3 returns for a WAL database whose -shm file cannot be made. SQLite's words
+    differ between versions: 3.40 says "attempt to write a readonly database"."""
+
+    message = "unable to open database file"
 
     def execute(self, _sql):
-        raise sqlite3.OperationalError("unable to open database file")
+        raise sqlite3.OperationalError(self.message)
 
     def close(self):
         pass
 
 
-def _first_open_fails(monkeypatch):
+def _first_open_fails(monkeypatch, message="unable to open database file"):
     uris = []
     real_connect = sqlite3.connect
 
     def connect(database, **kwargs):
         uris.append(database)
-        return _UnopenableConnection() if len(uris) == 1 else real_connect(database, **kwargs)
+        if len(uris) > 1:
+            return real_connect(database, **kwargs)
+        unopenable = _UnopenableConnection()
+        unopenable.message = message
+        return unopenable
 
     monkeypatch.setattr(engine_mod.sqlite3, "connect", connect)
     return uris
 
 
-def test_immutable_reads_only_where_nobody_can_write(tmp_path, monkeypatch):
+@pytest.mark.parametrize("message", ["unable to open database file",
+                                     "attempt to write a readonly database"])
+def test_immutable_reads_only_where_nobody_can_write(tmp_path, monkeypatch, message):
     # Runs as root too (the mode bits are read, not enforced). Immutable reads take no locks:
     # safe on read-only storage, unsafe where a tuning user may be writing the file.
     folder = tmp_path / "shared"
     folder.mkdir()
     path = folder / "tuned.sqlite"
     _store(f"sqlite:///{path}")
-    uris = _first_open_fails(monkeypatch)
-    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+    uris = _first_open_fails(monkeypatch, message)
+    with pytest.raises(sqlite3.OperationalError, match=message):
         engine_mod._connect_read_only(path, timeout=0.1)  # someone could write: no immutable
     assert len(uris) == 1
     path.chmod(0o444)

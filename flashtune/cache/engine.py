@@ -162,6 +162,10 @@ def foreign_tables(path: Path) -> list[str]:
     return sorted(names)
 
 
+# What SQLite says when a WAL database cannot get its -shm file (read-only storage).
+_NO_SHM = ("unable to open", "attempt to write a readonly database")
+
+
 def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
     """A connection that can never change the file (SQLite's mode=ro)."""
     uri = path.absolute().as_uri() + "?mode=ro"  # percent-encoded: any file name is safe
@@ -172,7 +176,9 @@ def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as err:
         conn.close()
-        if "unable to open" not in str(err) or not _nobody_can_write(path):
+        # SQLite says "unable to open database file", or, in other versions (3.40 with a WAL
+        # file and no -shm), "attempt to write a readonly database".
+        if not any(text in str(err) for text in _NO_SHM) or not _nobody_can_write(path):
             raise
     # Read-only storage: a WAL database cannot get its -shm file there. As no one can change
     # the file either, SQLite may read it as immutable (no locks, no -shm). Where someone else
