@@ -58,6 +58,27 @@ def _some(tp, n: int, device: str = "cpu"):
     return list(chosen.values()), seeds
 
 
+@pytest.mark.parametrize("mode", ["grid", "tpe"])
+def test_an_interrupt_in_a_batch_keeps_the_batchs_earlier_measurements(tmp_path, mode):
+    # Was: a batch's trials went to the journal after the whole batch, so Ctrl-C during its
+    # second config lost the first, and the re-run measured it again (the interrupt summary
+    # says measured configs are not measured again).
+    journal = str(tmp_path / "j.journal")
+    candidates, _ = _some(SMALL, 40)
+    opts = TuneOptions(mode=mode, n_trials=6, batch=2, top_k=1, retime_rounds=1, storage=journal,
+                       patience=None, time_budget_s=None)
+    first = Table(stop=1)
+    with pytest.raises(KeyboardInterrupt):
+        tune_problem(SMALL, first, device="cpu", options=opts, candidates=candidates,
+                     study_name="s")
+    assert len(first.measured) == 1
+    again = Table()
+    result = tune_problem(SMALL, again, device="cpu", options=opts, candidates=candidates,
+                          study_name="s")
+    assert first.measured[0] not in again.measured
+    assert len(result.measured) == 6 and len(again.measured) == 5
+
+
 def test_seeds_left_queued_by_interrupted_runs_are_queued_once(tmp_path):
     journal = str(tmp_path / "j.journal")
     candidates, seeds = _some(SEEDED, 30)

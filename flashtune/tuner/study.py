@@ -149,7 +149,9 @@ class _Search:
             return "patience"
         return ""
 
-    def measure_many(self, configs: list, result: ProblemResult) -> list[Measurement]:
+    def measure_many(self, configs: list, result: ProblemResult, after=None) -> list[Measurement]:
+        """Measure ``configs`` in turn; ``after(config, m)`` runs as each one is measured (what
+        a study keeps of it: an interruption later in the batch does not lose it)."""
         if self.precompiler is not None and len(configs) > 1:
             self.precompiler.submit(self.task, configs)
         out = []
@@ -171,6 +173,8 @@ class _Search:
             if self.progress is not None:
                 note = "" if m.ok else "(failed: " + (m.error or "")[:40] + ")"
                 self.progress.update(len(result.measured), self.best, note)
+            if after is not None:
+                after(config, m)
             out.append(m)
         return out
 
@@ -243,10 +247,8 @@ def _run_grid(search: _Search, space: SearchSpace, seeds, result: ProblemResult,
             return
         chunk = order[i:i + window]
         chunk = chunk[: search.options.n_trials - len(result.measured)]
-        measured = search.measure_many(chunk, result)
-        if study is not None:
-            for config, m in zip(chunk, measured):
-                _keep(study, space, config, m)
+        search.measure_many(chunk, result, after=(
+            None if study is None else lambda config, m: _keep(study, space, config, m)))
         i += window
     result.stopped_by = "exhausted"
 
@@ -376,9 +378,12 @@ def _run_optuna(search: _Search, space: SearchSpace, seeds, result: ProblemResul
             result.stopped_by = "exhausted"
             return
         configs = [space.by_key[k] for k in batch]
-        for config, m in zip(configs, search.measure_many(configs, result)):
+
+        def tell(config, m, batch=batch):  # at once: an interruption later in the batch keeps it
             for trial in batch[canonical(config)]:
                 _tell(study, trial, m, canonical(config))
+
+        search.measure_many(configs, result, after=tell)
 
 
 def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
