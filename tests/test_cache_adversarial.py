@@ -629,3 +629,17 @@ def test_text_that_is_not_utf8_spoils_only_its_row(tmp_path, capsys, column):
             assert [w.key for w in db.winners()] == [key_for(4096)]
     rc, out, err = _cli(capsys, "show", "--all-devices", "--db", str(path))
     assert rc == 0 and "Traceback" not in err and "winners for all devices: 1" in out, err
+
+
+# -- "~" in an SQLite URL ------------------------------------------------------------------------
+
+def test_tilde_in_an_sqlite_url_is_the_home_folder(tmp_path, monkeypatch):
+    # Defect: FLASHTUNE_DB=sqlite:///~/x.sqlite made a folder literally named "~" under the
+    # current one (a plain path and --journal expanded it already).
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    url = engine_mod.resolve_url("sqlite:///~/ft/tuned.sqlite")
+    assert url.database == str(tmp_path / "ft" / "tuned.sqlite")
+    _store("sqlite:///~/ft/tuned.sqlite")
+    assert (tmp_path / "ft" / "tuned.sqlite").is_file() and not (tmp_path / "~").exists()
+    assert engine_mod.resolve_url("~/ft/tuned.sqlite").database == url.database

@@ -76,6 +76,10 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     if getattr(dialect, "is_async", False):
         raise ValueError(f"url: driver {parsed.drivername!r} is asynchronous; flashtune needs a "
                          "synchronous one (sqlite://, postgresql+psycopg2:// or postgresql+psycopg://)")
+    if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
+        # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
+        # a folder named "~" made under the current one.
+        parsed = parsed.set(database=str(Path(parsed.database).expanduser()))
     return parsed
 
 
