@@ -167,7 +167,7 @@ def test_export_leaves_alone_what_it_may_not_read_to_check(tmp_path, monkeypatch
     # write permission). Simulated: tests may run as root, which reads everything.
     from flashtune.cache import transfer
 
-    real_open = transfer._open_regular_file
+    real_open = transfer.open_regular_file
     unreadable = {tmp_path / "theirs.sqlite", tmp_path / "theirs.json"}
 
     def refuse(path):
@@ -175,7 +175,7 @@ def test_export_leaves_alone_what_it_may_not_read_to_check(tmp_path, monkeypatch
             raise PermissionError(13, "Permission denied")
         return real_open(path)
 
-    monkeypatch.setattr(transfer, "_open_regular_file", refuse)
+    monkeypatch.setattr(transfer, "open_regular_file", refuse)
     for name in ("theirs.sqlite", "theirs.sqlite-wal", "theirs.json"):
         (tmp_path / name).write_bytes(b"their bytes")
     for name in ("theirs.sqlite-wal", "theirs.json"):

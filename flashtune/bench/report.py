@@ -7,11 +7,10 @@ result dict: no GPU, no database.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from ..regular_file import NotARegularFile, open_regular_file
 from .peers import ATTENTION_PEERS, BACKWARD_PEERS, FLASHTUNE, SOFTMAX_PEERS
 
 SCHEMA = "flashtune-bench/1"
@@ -27,15 +26,13 @@ MAX_RESULT_BYTES = 64 * 2**20
 def _read_result(path: Path) -> bytes:
     """The bytes of the regular file at path, read at most MAX_RESULT_BYTES: a device
     (/dev/zero) would be read until memory runs out, a named pipe would block forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path}: not a regular file (a folder, device, pipe or socket); "
-                             f"give the {JSON_NAME} of a bench run")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(MAX_RESULT_BYTES + 1)
-    finally:
-        os.close(fd)
+        handle = open_regular_file(path)
+    except NotARegularFile:
+        raise ValueError(f"{path}: not a regular file (a folder, device, pipe or socket); "
+                         f"give the {JSON_NAME} of a bench run") from None
+    with handle:
+        raw = handle.read(MAX_RESULT_BYTES + 1)
     if len(raw) > MAX_RESULT_BYTES:
         raise ValueError(f"{path}: too large for a bench result (at most "
                          f"{MAX_RESULT_BYTES // 2**20} MiB)")

@@ -8,14 +8,14 @@ the whole file with a message naming the row and the reason.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, Iterable
 
+from ..regular_file import open_regular_file
 from .keys import DeviceInfo, ProblemKey
 from .models import SCHEMA_VERSION, WinnerRow
 from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
@@ -98,27 +98,13 @@ def _mode_if_present(path: Path) -> int | None:
         return None
 
 
-def _open_regular_file(path: Any) -> BinaryIO:
-    """The regular file at path, opened for reading; OSError for anything else. Opened
-    without blocking, then checked again on the open file: a pipe swapped in after a stat
-    would block a plain open forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _may_be_sqlite_file(path: Path) -> bool:
     """Whether the regular file at path starts as an SQLite database does, or may (we may not
     read it: another user's database in a shared folder, which replacing needs no read
     permission for). (The caller has seen a regular file there: a device is never opened, it
     can have effects of its own.)"""
     try:
-        with _open_regular_file(path) as handle:
+        with open_regular_file(path) as handle:
             return handle.read(16) == b"SQLite format 3\x00"
     except PermissionError:
         return True
@@ -171,7 +157,7 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     if info.st_size > MAX_IMPORT_BYTES:
         raise too_large
     try:
-        with _open_regular_file(path) as handle:
+        with open_regular_file(path) as handle:
             raw = handle.read(MAX_IMPORT_BYTES + 1)  # bounded: the file may grow after stat
     except OSError as err:
         raise OSError(f"{path}: cannot read ({err.strerror or err})") from None

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .. import paths
+from ..regular_file import open_regular_file
 from .render import RenderedVariant
 
 _lock = threading.Lock()
@@ -47,19 +48,10 @@ def _holds(path: Path, data: bytes) -> bool:
     checked on the open file: a pipe put there would block a plain open forever, and a huge
     file is not read."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False  # missing or unreadable: (re)written, which reports a real problem
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(len(data) + 1) == data
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+        with open_regular_file(path) as f:
+            return os.fstat(f.fileno()).st_size == len(data) and f.read(len(data) + 1) == data
+    except OSError:  # missing, unreadable or no regular file: (re)written, which reports
+        return False  # a real problem
 
 
 def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
