@@ -149,12 +149,11 @@ class _Search:
             return "patience"
         return ""
 
-    def measure_many(self, configs: list, result: ProblemResult, after=None) -> list[Measurement]:
+    def measure_many(self, configs: list, result: ProblemResult, after=None) -> None:
         """Measure ``configs`` in turn; ``after(config, m)`` runs as each one is measured (what
         a study keeps of it: an interruption later in the batch does not lose it)."""
         if self.precompiler is not None and len(configs) > 1:
             self.precompiler.submit(self.task, configs)
-        out = []
         for config in configs:
             if self.precompiler is not None and len(configs) > 1:
                 self.precompiler.wait(self.task, config)
@@ -175,8 +174,6 @@ class _Search:
                 self.progress.update(len(result.measured), self.best, note)
             if after is not None:
                 after(config, m)
-            out.append(m)
-        return out
 
 
 def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: str = "",
@@ -258,16 +255,10 @@ def _keep(study, space: SearchSpace, config, m: Measurement) -> None:
     import optuna
     from optuna.trial import TrialState
 
-    key = canonical(config)
-    attrs = {"config": key, "status": m.status}
-    if m.ok:
-        attrs.update(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
-    else:
-        attrs["error"] = m.error
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.COMPLETE if m.ok else TrialState.PRUNED,
         value=m.median_ms if m.ok else None, params=space.trial_params(config),
-        distributions=space.distributions(config), user_attrs=attrs))
+        distributions=space.distributions(config), user_attrs=_trial_attrs(m, canonical(config))))
 
 
 def _make_study(search: _Search, name: str):
@@ -304,17 +295,24 @@ def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -
             result.best_curve.append(search.best)
 
 
+def _trial_attrs(m: Measurement, key: str) -> dict:
+    """What a finished trial keeps of its measurement (read back by _resume)."""
+    attrs = {"config": key, "status": m.status}
+    if m.ok:
+        attrs.update(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
+    else:
+        attrs["error"] = m.error
+    return attrs
+
+
 def _tell(study, trial, m: Measurement, key: str) -> None:
     from optuna.trial import TrialState
 
-    trial.set_user_attr("config", key)
-    trial.set_user_attr("status", m.status)
+    for name, value in _trial_attrs(m, key).items():
+        trial.set_user_attr(name, value)
     if m.ok:
-        for name in ("median_ms", "p20_ms", "p80_ms"):
-            trial.set_user_attr(name, getattr(m, name))
         study.tell(trial, m.median_ms)
     else:
-        trial.set_user_attr("error", m.error)
         study.tell(trial, state=TrialState.PRUNED)  # ranked below every completed trial
 
 
