@@ -5,44 +5,21 @@ Each test names the input that used to go wrong and what a user relies on instea
 
 from __future__ import annotations
 
-import contextlib
 import importlib._bootstrap_external as bootstrap
 import importlib.util
 import json
 import os
-import signal
 import stat
 
 import pytest
 
-from flashtune.cache import TuneDB
+from blocking import PIPES, within
 from cli_helpers import run_cli as _cli
+from flashtune.cache import TuneDB
 from flashtune.gen import loader as loader_mod
 from flashtune.gen import render_variant
 from flashtune.gen.softmax_space import SoftmaxProblem, default_config
 from test_cache_support import DEV, FAMILY, KEY, row_config
-
-_PIPES = pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"),
-                            reason="needs named pipes and SIGALRM")
-
-
-class _Blocked(BaseException):
-    """Raised by the alarm: a BaseException, so no `except OSError` on the way swallows it."""
-
-
-@contextlib.contextmanager
-def _within(seconds: int):
-    """Fail (instead of hanging the suite) when the body blocks longer than ``seconds``."""
-    def expired(signum, frame):
-        raise _Blocked(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _variant(tmp_path, monkeypatch):
@@ -81,13 +58,13 @@ def test_an_edited_kernel_file_is_replaced_before_it_is_imported(tmp_path, monke
     assert path.read_text(encoding="utf-8") == variant.source
 
 
-@_PIPES
+@PIPES
 def test_a_pipe_at_a_kernel_path_is_replaced_not_read(tmp_path, monkeypatch):
     # Defect (audit): the loader opened whatever was at the kernel's path to compare it with
     # the rendered source; a named pipe there blocked the user's model forever.
     variant, path = _variant(tmp_path, monkeypatch)
     os.mkfifo(path)
-    with _within(20):
+    with within(20):
         loader_mod.load(variant)
     assert stat.S_ISREG(os.lstat(path).st_mode)
     assert path.read_text(encoding="utf-8") == variant.source
@@ -140,7 +117,7 @@ def test_import_refuses_a_key_given_twice(tmp_path, capsys, where):
 
 # -- the command line ---------------------------------------------------------------------------
 
-@_PIPES
+@PIPES
 def test_report_refuses_what_is_not_a_regular_file(tmp_path, capsys):
     # Defect (audit): `flashtune report` read its argument whole: a named pipe blocked forever
     # and `flashtune report /dev/zero` ran out of memory (a MemoryError traceback).
@@ -148,7 +125,7 @@ def test_report_refuses_what_is_not_a_regular_file(tmp_path, capsys):
     os.mkfifo(pipe)
     targets = [pipe] + ([os.devnull] if os.path.exists(os.devnull) else [])
     for target in targets:
-        with _within(20):
+        with within(20):
             rc, _, err = _cli(capsys, "report", str(target))
         assert rc == 2 and "not a regular file" in err, err
 

@@ -7,10 +7,8 @@ input with one ``flashtune CMD: error: ...`` line and a nonzero exit, never a tr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import sqlite3
 import stat
@@ -27,6 +25,7 @@ from flashtune.cache import (CacheError, CacheWarning, DeviceInfo, TuneDB,
                              read_runtime_winners)
 from flashtune.cache import engine as engine_mod
 from flashtune.cache import transfer
+from blocking import PIPES, within
 from cli_helpers import run_cli as _cli
 from test_cache_support import DEV, FAMILY, KEY, key_for, row_config  # noqa: F401
 
@@ -351,27 +350,7 @@ def test_export_target_errors_and_file_mode(tmp_path, capsys):
     assert rc == 0 and (tmp_path / "o.json").stat().st_mode & 0o777 == 0o644
 
 
-@contextlib.contextmanager
-def _within(seconds: int):
-    """Fail (instead of hanging the suite) when the body blocks longer than ``seconds``: a
-    blocked open() or read() is interrupted by the alarm's exception."""
-    def expired(signum, frame):
-        raise TimeoutError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-_PIPES = pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"),
-                            reason="needs named pipes and SIGALRM")
-
-
-@_PIPES
+@PIPES
 def test_export_leaves_links_and_pipes_alone(tmp_path, capsys):
     # Defects (audit): the export replaced a symbolic link with a file, leaving the file it
     # named stale; it blocked forever opening a named pipe (to look for an SQLite header), and
@@ -387,7 +366,7 @@ def test_export_leaves_links_and_pipes_alone(tmp_path, capsys):
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
     for target, reason in [(link, "is a symbolic link"), (pipe, "not a regular file")]:
-        with _within(20):
+        with within(20):
             rc, _, err = _cli(capsys, "export", str(target), "--db", str(path))
         assert rc == 2 and reason in err, err
         _one_line_error(err, "export")
@@ -414,7 +393,7 @@ def test_export_keeps_the_mode_of_the_file_it_replaces(tmp_path, capsys):
         assert stat.S_IMODE(out.stat().st_mode) == 0o664
 
 
-@_PIPES
+@PIPES
 def test_import_refuses_what_is_not_a_regular_file(tmp_path, capsys):
     # Defect (audit): `flashtune import /dev/zero` read until the process was killed (a device
     # has no size to check), and a named pipe blocked forever.
@@ -422,7 +401,7 @@ def test_import_refuses_what_is_not_a_regular_file(tmp_path, capsys):
     os.mkfifo(pipe)
     db = tmp_path / "dst.sqlite"
     for target in (pipe, tmp_path):
-        with _within(20):
+        with within(20):
             rc, _, err = _cli(capsys, "import", str(target), "--db", str(db))
         assert rc == 2 and "not a regular file" in err, err
         _one_line_error(err, "import")
@@ -435,12 +414,12 @@ def test_a_folder_given_as_the_database_is_named_a_folder(tmp_path, capsys):
         assert rc == 0 and f"{tmp_path} (a folder)" in out, out
 
 
-@_PIPES
+@PIPES
 def test_the_runtime_names_a_pipe_given_as_the_database(tmp_path):
     # Defect (audit): the runtime said a pipe or /dev/null "does not exist".
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    with _within(20):
+    with within(20):
         winners, said = _runtime(f"sqlite:///{pipe}")
     assert winners == [] and len(said) == 1 and "is not a regular file" in said[0], said
 

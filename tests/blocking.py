@@ -1,0 +1,34 @@
+"""Tests of calls that must not block (a named pipe where a file should be): fail instead of
+hanging the suite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import pytest
+
+PIPES = pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"),
+                           reason="needs named pipes and SIGALRM")
+
+
+class Blocked(BaseException):
+    """Raised by the alarm: a BaseException, so no `except OSError` on the way swallows it
+    (TimeoutError is an OSError)."""
+
+
+@contextlib.contextmanager
+def within(seconds: int):
+    """Fail when the body blocks longer than ``seconds``: a blocked open() or read() is
+    interrupted by the alarm's exception."""
+    def expired(signum, frame):
+        raise Blocked(f"blocked for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
