@@ -236,3 +236,18 @@ def test_torch_compile_inductor_gpu(fresh_db):
     out.backward(g)
     f_ref(x_ref).backward(g)
     torch.testing.assert_close(x.grad.float(), x_ref.grad.float(), atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_negative_bit_gradients_are_resolved_first(fresh_db, name):
+    """A gradient that is a negative-bit view (torch._neg_view(g) holds g but means -g) gives
+    the gradient of -g, in eager autograd (first call and the plan path) and in double backward."""
+    x = torch.randn(4, 100, device=DEVICE, requires_grad=True)
+    g = torch.randn(4, 100, device=DEVICE)
+    (ref,) = torch.autograd.grad(getattr(torch, name)(x, -1), x, -g)
+    for create_graph in (False, False, True):
+        neg = torch._neg_view(g)
+        assert neg.is_neg()
+        (dx,) = torch.autograd.grad(getattr(flashtune, name)(x, -1), x, neg,
+                                    create_graph=create_graph)
+        torch.testing.assert_close(dx, ref)
