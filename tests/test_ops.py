@@ -251,3 +251,15 @@ def test_negative_bit_gradients_are_resolved_first(fresh_db, name):
         (dx,) = torch.autograd.grad(getattr(flashtune, name)(x, -1), x, neg,
                                     create_graph=create_graph)
         torch.testing.assert_close(dx, ref)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_a_zero_tensor_gradient_gives_zeros(fresh_db, name):
+    """torch's storage-less zero gradient (torch._efficientzerotensor) has no memory for a
+    kernel to read: the backward gives what torch's does (zeros), not a crash."""
+    x = torch.randn(3, 8, device=DEVICE, requires_grad=True)
+    zero = torch._efficientzerotensor((3, 8), device=DEVICE)
+    (ref,) = torch.autograd.grad(getattr(torch, name)(x, -1), x, zero)
+    (dx,) = torch.autograd.grad(getattr(flashtune, name)(x, -1), x, zero)
+    torch.testing.assert_close(dx, ref)
+    assert not dx.isnan().any()
