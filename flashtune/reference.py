@@ -106,5 +106,7 @@ def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         cols = torch.arange(n_k, device=scores.device)[None, :]
         scores = scores.masked_fill(cols > rows + (n_k - n_q), float("-inf"))
     lse = torch.logsumexp(scores, -1)
-    probs = torch.exp(scores - lse[..., None]).nan_to_num(nan=0.0)
+    # Only rows that see no key (lse -inf, where exp(-inf - -inf) is NaN) get probabilities 0;
+    # a NaN from NaN/inf inputs stays, as in torch's SDPA.
+    probs = torch.exp(scores - lse[..., None]).masked_fill(torch.isneginf(lse)[..., None], 0.0)
     return probs @ v64, lse

@@ -21,6 +21,7 @@ from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune import dispatch
 from flashtune.gen import attention_ops
 from flashtune.gen.attention_space import AttentionProblem
+from flashtune.reference import attention_ref
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
               pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning"),
@@ -150,6 +151,34 @@ def test_non_finite_inputs_like_torch_math(device, where, value):
         assert torch.equal(out.isinf(), ref.isinf()), (where, value, causal)
         fin = torch.isfinite(ref)
         torch.testing.assert_close(out.float()[fin], ref[fin], atol=2e-3, rtol=2e-3)
+
+
+def test_float64_oracles_keep_nan_from_inputs_like_sdpa(device):
+    """The oracles zero the rows that see no key (softmax of all -inf is NaN there), and only
+    those: they used to zero every NaN probability, so a NaN or +inf input gave an output of 0
+    where SDPA gives NaN, and the accuracy rule failed the kernel for matching torch."""
+    from flashtune.bench.checks import attention_oracle
+
+    q, k, v = _qkv(device, nq=11, nk=4)  # causal: the first 7 query rows see no key
+    q[0, 0, 9, 2] = float("nan")
+    k[0, 1, 0, 0] = float("inf")  # +inf scores (NaN rows) or -inf ones (the key drops out)
+    for causal in (False, True):
+        ref, _ = attention_ref(q, k, v, causal)
+        mask = causal_lower_right(11, 4) if causal else None
+        sdpa = _sdpa32(q.double(), k.double(), v.double(), attn_mask=mask)
+        if causal:
+            assert not ref[:, :, :7].any()  # rows that see no key: 0 (older torch: NaN)
+            sdpa[:, :, :7] = 0
+        assert ref.isnan().any() and torch.equal(ref.isnan(), sdpa.isnan()), causal
+        fin = torch.isfinite(sdpa)
+        torch.testing.assert_close(ref.float()[fin], sdpa[fin], atol=1e-5, rtol=1e-5)
+        out = flashtune.attention(q, k, v, causal=causal)
+        assert torch.equal(out.isnan(), ref.isnan()), causal
+        assert check_case(out, None, q, k, v, causal) is None, causal
+        rows = torch.arange(11, device=device)
+        for b, h in ((0, 0), (0, 1)):
+            sampled = attention_oracle(q, k, v, causal, [(b, h)], rows)[0]
+            assert torch.equal(sampled.isnan(), ref[b, h].isnan()), (causal, b, h)
 
 
 @pytest.mark.parametrize("persistent", [False, True])

@@ -71,7 +71,8 @@ def attention_oracle(q, k, v, causal: bool, heads, rows) -> torch.Tensor:
         if causal:
             cols = torch.arange(n_k, device=q.device)[None, :]
             s = s.masked_fill(cols > rows.to(q.device)[:, None] + (n_k - n_q), float("-inf"))
-        p = torch.softmax(s, -1).nan_to_num(0.0)
+        # Rows that see no key get 0 (softmax of all -inf is NaN); NaN from the inputs stays.
+        p = torch.softmax(s, -1).masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
         outs.append(p @ v[b, h].double())
     return torch.stack(outs)
 
