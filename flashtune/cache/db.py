@@ -220,7 +220,7 @@ class TuneDB:
     # -- JSON transfer -----------------------------------------------------------------------
 
     def export_json(self, path: Any, device: DeviceInfo | None = None) -> int:
-        from .transfer import export_winners
+        from .transfer import export_winners, exportable_winner_from_row
 
         # The export replaces its target: aimed at this SQLite file (a typo away, e.g.
         # `flashtune export tuned.sqlite`), it would destroy every tuned winner.
@@ -228,8 +228,10 @@ class TuneDB:
         if database is not None and _same_file(path, database):
             raise ValueError(f"{path}: is the winner database itself; give another file to "
                              "export to")
-        # Only rows that import again: one bad key would make the whole file refused.
-        return export_winners(self.winners(device, op_keys=True), path)
+        # Only rows that import again: one bad row would make the whole file refused.
+        winners = self._read(WINNERS, device_filter(WINNERS, device), exportable_winner_from_row,
+                             "winner")
+        return export_winners(winners, path)
 
     def import_json(self, path: Any) -> int:
         """Validate every row of the file, then store them (faster-wins rule); return how many

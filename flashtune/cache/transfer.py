@@ -19,7 +19,7 @@ from ..regular_file import open_regular_file
 from .keys import DeviceInfo, ProblemKey
 from .models import SCHEMA_VERSION, WinnerRow
 from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
-                      utc)
+                      op_winner_from_row, utc)
 
 FORMAT = "flashtune-winners"
 _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
@@ -40,6 +40,15 @@ def winner_to_json(w: Winner) -> dict[str, Any]:
         "p20_ms": w.p20_ms, "p80_ms": w.p80_ms, "trials": w.trials,
         "flashtune_version": w.flashtune_version, "tuned_at": w.tuned_at.isoformat(),
     }
+
+
+def exportable_winner_from_row(row: Any) -> Winner:
+    """op_winner_from_row, and the row must pass import's own checks too: an export holds only
+    rows that import again. (A text longer than its column, which SQLite keeps, e.g. a device
+    name of 201 characters stored by ``upsert_winner``, made import refuse the whole file.)"""
+    winner = op_winner_from_row(row)
+    row_values(winner_to_json(winner))
+    return winner
 
 
 def export_winners(winners: Iterable[Winner], path: Any) -> int:
