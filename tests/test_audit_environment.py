@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from flashtune.cache import CacheWarning, DeviceInfo, TuneDB
+from flashtune.cache import CacheError, CacheWarning, DeviceInfo, TuneDB
 from test_cache_support import DEV, FAMILY, KEY, row_config
 
 
@@ -24,3 +26,29 @@ def test_export_skips_rows_that_import_would_refuse(tmp_path):
     with TuneDB(str(target)) as db:
         assert db.import_json(export) == 1
         assert [w.device for w in db.winners()] == [DEV]
+
+
+@pytest.mark.parametrize("what", ["folder", "pipe", "link loop"])
+def test_writers_name_what_is_at_the_database_path(tmp_path, what, capsys):
+    # import/tune into a folder said "its folder is missing or not writable", into a pipe
+    # "disk I/O error", into a symbolic link loop "its folder is missing or not writable"
+    from flashtune.cli import main as cli_main
+
+    path = tmp_path / "tuned.sqlite"
+    if what == "folder":
+        path.mkdir()
+    elif what == "pipe":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(tmp_path / "other")
+        (tmp_path / "other").symlink_to(path)
+    expected = {"folder": "is a folder", "pipe": "is not a regular file",
+                "link loop": "is a symbolic link loop"}[what]
+    with pytest.raises(CacheError, match=expected):
+        TuneDB(str(path))
+    export = tmp_path / "winners.json"
+    export.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    assert cli_main(["import", str(export), "--db", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert os.path.lexists(path) and not path.is_file()  # left as it was

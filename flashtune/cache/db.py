@@ -6,6 +6,7 @@ Every write is one short upsert in its own transaction. Every failure of the dat
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
 from .engine import (CACHE_FAILURES, display, explain, foreign_tables, lock_schema, make_engine,
-                     reading, resolve_url, sqlite_file, writing)
+                     no_file_there, reading, resolve_url, sqlite_file, writing)
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
@@ -53,6 +54,14 @@ class TuneDB:
                              "when the process ends, and the tuned winners with it. Give a file "
                              "path (--db, or FLASHTUNE_DB).")
         if path is not None and not read_only:
+            # SQLite opens a folder or a pipe there and says "unable to open database file"
+            # (read as a missing or unwritable folder) or "disk I/O error".
+            why = no_file_there(path)
+            if why == "missing" and _link_loop(path):
+                why = "a symbolic link loop"
+            if why not in (None, "missing"):
+                raise CacheError(f"{path} is {why}, not a winner database file; give the path "
+                                 "of a file (--db, or FLASHTUNE_DB)")
             others = foreign_tables(path)
             if others:
                 raise CacheError(f"{path} is another program's SQLite database (tables "
@@ -312,6 +321,15 @@ def device_filter(table: Table, device: DeviceInfo | None) -> list:
         raise TypeError(f"device must be a DeviceInfo or None, got {type(device).__name__}")
     return _match(table, {"device_name": device.name, "capability": device.capability,
                           "sm_count": device.sm_count, "triton_version": device.triton_version})
+
+
+def _link_loop(path: Any) -> bool:
+    """Whether following the link at path never ends (ELOOP)."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 def _same_file(a: Any, b: Any) -> bool:
