@@ -172,3 +172,15 @@ def test_unknown_bench_op_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="ops must be"):
         BenchOptions(out=tmp_path, ops=("softmax", "backwards"))
 
+
+
+def test_no_gpu_is_said_before_out_is_made(tmp_path, monkeypatch, capsys):
+    """Defect: `flashtune bench` without a GPU (and without --interpret) made --out (by default
+    ./benchmarks/results in the current folder) and only then said it needs a GPU."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "benchmarks" / "results"
+    assert main(["bench", "--out", str(out), "--no-overhead"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a CUDA GPU" in err and "--interpret" in err and "Traceback" not in err
+    assert not (tmp_path / "benchmarks").exists()

@@ -62,6 +62,12 @@ def run(args) -> int:
         from ..cache.engine import resolve_url
 
         resolve_url(args.db)  # a malformed URL is said now, not after the copy measurement
+    if not interpret:
+        import torch
+
+        if not torch.cuda.is_available():  # before --out is made: a failed run leaves nothing
+            raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU "
+                             "smoke run")
     _check_writable(args.out)
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
