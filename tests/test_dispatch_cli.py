@@ -85,10 +85,22 @@ def test_env_reports_versions_and_locations(fresh_db, capsys):
 
     assert main(["env"]) == 0
     out = capsys.readouterr().out
-    for needle in ("device", "torch", "triton", f"flashtune            {flashtune.__version__}",
-                   str(fresh_db), "cache folder", "FLASHTUNE_DB"):
+    for needle in ("device", "torch", "triton", str(fresh_db), "cache folder", "FLASHTUNE_DB"):
         assert needle in out, needle
+    assert ["flashtune", flashtune.__version__] in [line.split() for line in out.splitlines()]
     assert not fresh_db.exists(), "env must not create the database"
+
+
+def test_env_reports_every_runtime_switch(fresh_db, capsys, monkeypatch):
+    # Defect: FLASHTUNE_FAST_LAUNCH=0 (the stored-plan fast path off) changes what a call runs
+    # but was missing from the report, whose help promises the FLASHTUNE_* switches.
+    monkeypatch.setenv("FLASHTUNE_FAST_LAUNCH", "0")
+    assert main(["env"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    for name in ("FLASHTUNE_DB", "FLASHTUNE_CACHE_DIR", "FLASHTUNE_DISABLE", "FLASHTUNE_LOG",
+                 "TRITON_INTERPRET"):
+        assert any(line[:1] == [name] for line in lines), name
+    assert ["FLASHTUNE_FAST_LAUNCH", "0"] in lines
 
 
 def test_source_dispatch_prints_the_pick(fresh_db, capsys):

@@ -12,7 +12,7 @@ import os
 import platform
 
 _SWITCHES = ("FLASHTUNE_DB", "FLASHTUNE_CACHE_DIR", "FLASHTUNE_DISABLE", "FLASHTUNE_LOG",
-             "TRITON_INTERPRET")
+             "FLASHTUNE_FAST_LAUNCH", "TRITON_INTERPRET")
 
 
 def register(sub) -> None:
