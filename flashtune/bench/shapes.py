@@ -1,4 +1,4 @@
-"""The benchmark cases of /shared/benchmarks.md, the --quick subset and the interpreter's tiny set.
+"""The benchmark cases (the README's tables, `flashtune tune`'s default set), the --quick subset and the interpreter's tiny set.
 
 Softmax cases are (rows, cols); attention cases are named (B, H, N, D, causal flags).
 Only plain data here: no torch import, so the CLI and the report can read it cheaply.

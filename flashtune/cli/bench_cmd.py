@@ -1,11 +1,14 @@
 """``flashtune bench``: flashtune's public ops vs their peers on this GPU, with a report.
 
-Runs the shape sets of benchmarks.md through flashtune.softmax / flashtune.attention (the tuned
-winners of the cache, via the dispatcher) and every peer (torch.softmax, torch.compile, the
-online BLOCK-1024 kernel; SDPA with each backend forced, compiled FlexAttention) in one
-process: copy bandwidth first, then do_bench medians, each output checked against the peer's and
-float64. Writes flashtune_bench.json, flashtune_bench.md and plot_*.png into --out, and prints a
-short table last. A peer that fails or is unavailable is recorded as such.
+Runs the benchmark shape sets (those of `flashtune tune`'s default set: softmax 65536x128 ...
+4096x50257 in float16, bfloat16 and float32; attention D=64 and 128 at N=1024, 4096, 16384,
+D=256 at N=4096 and the ragged 4x32x1000x128 causal, in float16 and bfloat16) through
+flashtune.softmax / flashtune.attention (the tuned winners of the cache, via the dispatcher)
+and every peer (torch.softmax, torch.compile, the online BLOCK-1024 kernel; SDPA with each
+backend forced, compiled FlexAttention) in one process: copy bandwidth first, then do_bench
+medians, each output checked against the peer's and float64. Writes flashtune_bench.json,
+flashtune_bench.md and plot_*.png into --out, and prints a short table last. A peer that fails
+or is unavailable is recorded as such.
 
 --ops backward adds the softmax and log_softmax backward on the softmax shapes: flashtune's
 eager backward (what its autograd runs) against torch's aten backward, GB/s = 3 x bytes(x) /
@@ -31,7 +34,7 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmark flashtune against its peers, write a report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
-                   help="output folder (default: benchmarks/results)")
+                   help="output folder (default: benchmarks/results in the current folder)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "
                         "GPU, none under --interpret); late cases drop compiled peers, then are skipped")

@@ -80,17 +80,19 @@ def register(sub) -> None:
                      help="measured configs per problem (default 24 softmax, 12 attention; "
                           "6 and 4 with --interpret)")
     how.add_argument("--time-budget", type=_positive_float, default=None, metavar="S",
-                     help="seconds per problem (default 300)")
+                     help="seconds per problem (default 300; 60 with --interpret)")
     how.add_argument("--total-time", type=_positive_float, default=None, metavar="S",
                      help="seconds for the whole run, shared fairly by the problems (re-timing "
                           "and setup included); problems it leaves no time for are reported "
                           "untuned")
     how.add_argument("--patience", type=_positive_int, default=None,
-                     help="stop a problem after this many trials without a gain (default 12)")
+                     help="stop a problem after this many trials without a gain (default 12; off "
+                          "with --interpret)")
     how.add_argument("--grid-limit", type=_positive_int, default=None,
                      help="grid mode: measure a deterministic subsample of this size")
     how.add_argument("--seed", type=_seed, default=0, help="sampler and input seed (default 0)")
-    how.add_argument("--top-k", type=_positive_int, default=None, help="finalists re-timed (default 4)")
+    how.add_argument("--top-k", type=_positive_int, default=None, help="finalists re-timed (default 4 softmax, min(4, max(2, trials // 3)) "
+                          "attention; 2 with --interpret)")
     how.add_argument("--batch", type=_positive_int, default=None,
                      help="proposals compiled in parallel per round (default on a GPU: 4 softmax, "
                           "min(trials, 6) attention; 1 interpreted)")
@@ -98,7 +100,8 @@ def register(sub) -> None:
     run_.add_argument("--precompile-workers", type=int, default=None,
                       help="compile processes (default min(8, CPUs - 2) on a GPU; 0 disables)")
     run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
-                      help="seconds before a trial counts as hung and its worker is restarted")
+                      help="seconds before a trial counts as hung and its worker is restarted "
+                           "(default 120)")
     run_.add_argument("--no-isolate", action="store_true",
                       help="measure in this process (faster start; a faulting kernel ends the run)")
     run_.add_argument("--rep-ms", type=_positive_int, default=None,
