@@ -59,6 +59,29 @@ def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
     _one_line_error(rc, err, "tune", "--journal", needle)
 
 
+def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, capsys):
+    # Defect: only the folder's existence was checked; a journal path that cannot be written
+    # (here a link into a missing folder; also a read-only folder or /proc) failed when the
+    # first study opened, after the database was made, as a bare "[Errno 2] ..." line that
+    # did not name --journal.
+    journal = tmp_path / "j.log"
+    journal.symlink_to(tmp_path / "missing" / "j.log")
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", str(journal), "--db", str(db))
+    _one_line_error(rc, err, "tune", "--journal", "cannot write", str(journal))
+    assert not db.exists()
+
+
+def test_tune_journal_check_keeps_an_existing_journal(tmp_path):
+    from flashtune.cli.tune_cmd import _check_journal
+
+    journal = tmp_path / "j.log"
+    journal.write_bytes(b'{"op_code": 0}\n')
+    _check_journal(str(journal))
+    assert journal.read_bytes() == b'{"op_code": 0}\n'
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
 def test_tune_seed_must_fit_a_generator(capsys, seed):
     # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.

@@ -169,6 +169,13 @@ def _check_journal(journal: str | None) -> None:
         raise ValueError(f"--journal: folder {path.parent} does not exist")
     if path.is_dir():
         raise ValueError(f"--journal: {journal} is a folder; give a journal file path")
+    if path.exists() and not path.is_file():  # a pipe or a device: Optuna's reads would hang
+        raise ValueError(f"--journal: {journal} is not a regular file; give a journal file path")
+    try:
+        with open(path, "ab"):  # creates it, as Optuna would; an existing journal is kept as is
+            pass
+    except OSError as err:  # read-only folder or file, a dangling link, /proc ...
+        raise ValueError(f"--journal: cannot write {journal} ({err.strerror or err})") from None
 
 
 def _check_journal_url(url: str) -> None:
