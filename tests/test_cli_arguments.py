@@ -82,6 +82,19 @@ def test_tune_journal_check_keeps_an_existing_journal(tmp_path):
     assert journal.read_bytes() == b'{"op_code": 0}\n'
 
 
+def test_tune_refuses_more_precompile_workers_than_cpus(tmp_path, capsys):
+    # Defect: any count was taken; on a GPU the pool started that many spawn processes, each
+    # importing torch: --precompile-workers 100000 would start 100000 of them (from the code;
+    # not run on a GPU).
+    import os
+
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--precompile-workers",
+                         str((os.cpu_count() or 1) + 1), "--db", str(db))
+    _one_line_error(rc, err, "tune", "--precompile-workers", "CPUs")
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
 def test_tune_seed_must_fit_a_generator(capsys, seed):
     # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.

@@ -98,7 +98,8 @@ def register(sub) -> None:
                           "min(trials, 6) attention; 1 interpreted)")
     run_ = p.add_argument_group("execution")
     run_.add_argument("--precompile-workers", type=int, default=None,
-                      help="compile processes (default min(8, CPUs - 2) on a GPU; 0 disables)")
+                      help="compile processes, at most the CPU count (default min(8, CPUs - 2) on "
+                           "a GPU; 0 disables)")
     run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
                       help="seconds before a trial counts as hung and its worker is restarted "
                            "(default 120)")
@@ -149,6 +150,10 @@ def _options(args, interpret: bool):
         workers = 0 if interpret else max(0, min(8, (os.cpu_count() or 2) - 2))
     if workers < 0:
         raise ValueError(f"--precompile-workers must be >= 0, got {workers}")
+    cpus = os.cpu_count() or 1
+    if workers > cpus:  # each is a CPU-bound process holding its own torch import
+        raise ValueError(f"--precompile-workers must be at most this machine's {cpus} CPUs, "
+                         f"got {workers}")
     return SessionOptions(tune=tune, timing=timing, isolate=not args.no_isolate,
                           trial_timeout_s=args.trial_timeout, precompile_workers=workers,
                           total_budget_s=args.total_time, progress=not args.quiet,
