@@ -39,7 +39,7 @@ def register(sub) -> None:
                    help="problem for the default config: ROWSxCOLS for the softmax ops (default "
                         "4096x4096), BxHxNxD for attention_fwd (default 2x16x4096x128)")
     p.add_argument("--causal", action="store_true", help="attention_fwd: a causal problem")
-    p.add_argument("--dtype", choices=_DTYPES, default="float16")
+    p.add_argument("--dtype", choices=_DTYPES, default="float16", help="(default float16)")
     p.add_argument("--path", action="store_true",
                    help="also write the source file where the runtime keeps it; print its path")
     p.add_argument("--dispatch", action="store_true",
