@@ -95,6 +95,19 @@ def test_tune_refuses_more_precompile_workers_than_cpus(tmp_path, capsys):
     assert not db.exists()
 
 
+def test_report_names_an_unusable_out_folder(tmp_path, capsys):
+    # Defect: `flashtune report R.json --out X` where X cannot be made printed a bare
+    # "[Errno ...] ...: 'X'" line that did not say which option was wrong.
+    result = Path(__file__).parent.parent / "benchmarks" / "results" / "bench_h200_2026-11-21"
+    if not (result / "flashtune_bench.json").is_file():
+        pytest.skip("no recorded bench result in this checkout")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    rc, _, err = run_cli(capsys, "report", str(result / "flashtune_bench.json"),
+                         "--out", str(blocker / "out"))
+    _one_line_error(rc, err, "report", "--out", str(blocker / "out"))
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
 def test_tune_seed_must_fit_a_generator(capsys, seed):
     # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.
