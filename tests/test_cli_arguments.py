@@ -73,6 +73,19 @@ def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, cap
     assert not db.exists()
 
 
+def test_tune_stopped_by_another_check_leaves_no_journal_file(tmp_path, capsys, monkeypatch):
+    # Defect: the --journal write check created the journal first, so a run stopped by a later
+    # check (here no GPU without --interpret) left an empty journal file behind.
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    journal, db = tmp_path / "j.log", tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--journal", str(journal), "--db", str(db))
+    assert rc == 1 and "needs a CUDA GPU" in err, err
+    assert not journal.exists() and not db.exists()
+
+
 def test_tune_journal_check_keeps_an_existing_journal(tmp_path):
     from flashtune.cli.tune_cmd import _check_journal
 

@@ -208,7 +208,6 @@ def run(args) -> int:
     from ..tuner import problems as P
 
     interpret = bool(args.interpret)
-    _check_journal(args.journal)
     if interpret:
         # Before any kernel is loaded: Triton picks the interpreter when @triton.jit runs, and
         # the worker processes inherit the environment.
@@ -237,6 +236,9 @@ def run(args) -> int:
     from ..cache import TuneDB
     from ..tuner.session import TuneInterrupted, first_line, run_session
 
+    # After the other checks (a journal file it creates stays, even when the run stops on a bad
+    # argument or no GPU), before the database is made.
+    _check_journal(args.journal)
     db = TuneDB(args.db)
     try:
         with _sigterm_as_interrupt() as received:
