@@ -108,6 +108,19 @@ def test_tune_refuses_more_precompile_workers_than_cpus(tmp_path, capsys):
     assert not db.exists()
 
 
+def test_tune_takes_precompile_workers_where_the_cpu_count_is_unknown(monkeypatch):
+    # Defect: where os.cpu_count() is None (the platform cannot tell), the bound became 1 CPU
+    # and any --precompile-workers above 1 was refused; with no count there is nothing to check.
+    import os
+
+    from flashtune.cli import build_parser
+    from flashtune.cli.tune_cmd import _options
+
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    args = build_parser().parse_args(["tune", "--precompile-workers", "4"])
+    assert _options(args, interpret=False).precompile_workers == 4
+
+
 def test_report_names_an_unusable_out_folder(tmp_path, capsys):
     # Defect: `flashtune report R.json --out X` where X cannot be made printed a bare
     # "[Errno ...] ...: 'X'" line that did not say which option was wrong.

@@ -150,8 +150,8 @@ def _options(args, interpret: bool):
         workers = 0 if interpret else max(0, min(8, (os.cpu_count() or 2) - 2))
     if workers < 0:
         raise ValueError(f"--precompile-workers must be >= 0, got {workers}")
-    cpus = os.cpu_count() or 1
-    if workers > cpus:  # each is a CPU-bound process holding its own torch import
+    cpus = os.cpu_count()  # None where the platform cannot tell: no bound to check then
+    if cpus is not None and workers > cpus:  # each is a CPU-bound process with its own torch
         raise ValueError(f"--precompile-workers must be at most this machine's {cpus} CPUs, "
                          f"got {workers}")
     return SessionOptions(tune=tune, timing=timing, isolate=not args.no_isolate,
