@@ -104,11 +104,11 @@ class Runtime:
             # conjugated complex gradient) holds -dy in memory: the kernels read memory. (The
             # registered backward ops get it resolved by the dispatcher; eager autograd does not.)
             dy = dy.resolve_neg()
-        elif dy._is_zerotensor():
-            # torch's storage-less zero gradient (torch._efficientzerotensor): nothing to read.
-            return torch_backward(y, dy, normalize_dim(dim, y.dim()), log)
         if y.dtype != dy.dtype:
             dy = dy.to(y.dtype)  # autograd may hand a gradient of another float dtype
+        if dy._is_zerotensor():
+            # torch's storage-less zero gradient (torch._efficientzerotensor): nothing to read.
+            return torch_backward(y, dy, normalize_dim(dim, y.dim()), log)
         dim = normalize_dim(dim, y.dim())
         if y.numel() == 0:
             return output_like(y, dim)
