@@ -183,9 +183,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if key is None:
         out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale_f, return_lse)
         return (out, lse) if return_lse else out
-    result = _dispatch.forward(q, k, v, causal, scale_f, return_lse)
+    ran = []
+    result = _dispatch.forward(q, k, v, causal, scale_f, return_lse, ran)
     out = result[0] if return_lse else result
-    _dispatch.remember_plan(_PLANS, key, q, k, v, out, causal, scale_f, return_lse)
+    _dispatch.remember_plan(_PLANS, key, q, k, v, out, causal, scale_f, return_lse,
+                            ran[-1] if ran else None)
     return result
 
 

@@ -51,36 +51,48 @@ def choice(problem: AttentionProblem, device=None):
 
 
 def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
-                  return_lse: bool) -> None:
+                  return_lse: bool, config: Config | None = None) -> None:
     """After a successful ``forward`` of a non-empty problem, whose output was ``out``: store
-    the plan that repeats it (the config this dispatcher now picks for it, fallbacks included)
-    under ``key``."""
+    the plan that repeats it under ``key``.
+
+    ``config``: the config that call ran with (``forward(..., ran=...)``), fallbacks included.
+    Without it, the config this dispatcher picks now, which is not always the one that ran: a
+    ``reset()`` in another thread meanwhile gives a fresh dispatcher that has forgotten a
+    failed tuned config, and the plan (never tried before it is stored) would raise on every
+    later call of the shape instead of falling back."""
     if q.numel() == 0 or k.shape[2] == 0:
         return  # answered without a kernel; rare enough to take the full path each time
     problem = attention_ops.problem_of(q, k, causal)
-    config = attention_ops.select_config(problem, (q, k, v, out), None, choose)
+    pick = choose if config is None else (lambda op, problem, device: config)
+    config = attention_ops.select_config(problem, (q, k, v, out), None, pick)
     if len(plans) >= MAX_PLANS:
         plans.clear()
     plans[key] = attention_plan(q, config, scale, causal, return_lse)
 
 
-def forward(q, k, v, causal: bool, scale, return_lse: bool):
-    """attention_forward with the dispatcher's config; a failing tuned config -> the default."""
+def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = None):
+    """attention_forward with the dispatcher's config; a failing tuned config -> the default.
+
+    ``ran``: a list the config that produced the result is appended to (what the chooser hook
+    answered, before attention_forward's own fit checks), for ``remember_plan``."""
     # The decision this attempt ran with: asking the dispatcher again after a failure could
     # answer "default" because another thread's reject of the same config came in between, and
     # the caller would get the kernel's error instead of the fallback.
     used = []
+    configs = []
 
     def choose_and_record(op: str, problem: AttentionProblem, device: torch.device) -> Config:
         if RUNTIME.disabled:
-            return _heuristic(problem)
+            configs.append(_heuristic(problem))
+            return configs[-1]
         picked = RUNTIME.dispatcher.choice(op, problem, device)
         used.append(picked)
+        configs.append(picked.config)
         return picked.config
 
     try:
-        return attention_ops.attention_forward(q, k, v, causal, scale, return_lse,
-                                               choose=choose_and_record)
+        result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse,
+                                                 choose=choose_and_record)
     except torch.OutOfMemoryError:
         raise  # the device is full: not the config's fault, and no config would help
     except Exception as err:
@@ -91,5 +103,16 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool):
         attention_ops.check_launchable(q, k, v)
         if RUNTIME.disabled or not used or used[-1].how == "default":
             raise
-        RUNTIME.dispatcher.fall_back(used[-1], q.device, err, stacklevel=3)
-    return attention_ops.attention_forward(q, k, v, causal, scale, return_lse, choose=choose)
+        fallback = RUNTIME.dispatcher.fall_back(used[-1], q.device, err, stacklevel=3)
+    else:
+        if ran is not None and configs:
+            ran.append(configs[-1])
+        return result
+    # The retry runs the fallback itself, not the live dispatcher's pick: after a reset() in
+    # another thread (a fresh dispatcher, no failed configs) or a decision of the same problem
+    # that another thread stored meanwhile, that pick could be the failing config again.
+    result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse,
+                                             choose=lambda op, problem, device: fallback)
+    if ran is not None:
+        ran.append(fallback)
+    return result

@@ -1,0 +1,95 @@
+"""Audit of concurrency and re-entrancy inside one process: other threads calling
+``flashtune.dispatch.reset()`` (or deciding the same problem) while a first call is under way.
+CPU only (Triton's interpreter, tests/conftest.py); a reset "in another thread" is simulated at
+the exact point inside the call where a thread switch would put it, so each test fails every
+time without its fix."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import flashtune
+import flashtune.dispatch as dispatch
+from attention_cases import config as attention_config
+from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
+from flashtune.dispatch import plans
+from flashtune.dispatch.chooser import Dispatcher
+from flashtune.gen import variants
+from flashtune.gen.attention_space import AttentionProblem
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")]
+
+
+def _sdpa(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+
+
+def _broken_tuned_attention(fresh_db, monkeypatch, on_launch):
+    """A tuned attention winner (BLOCK_M=16) whose kernel fails to launch; ``on_launch(cfg)``
+    runs at each launch of any attention variant, before the broken one raises."""
+    seed_attention(fresh_db, AttentionProblem(1, 2, 2, 32, 32, 32, False, "float16"),
+                   attention_config(BLOCK_M=16, BLOCK_N=16))
+    real = variants.load_variant
+
+    class Wrapped:
+        def __init__(self, module, cfg):
+            self.module, self.cfg = module, cfg
+
+        def launch(self, *args):
+            on_launch(self.cfg)
+            if self.cfg["BLOCK_M"] == 16:
+                raise RuntimeError("out of resources (simulated)")
+            return self.module.launch(*args)
+
+    def load(op, cfg):
+        module = real(op, cfg)
+        return Wrapped(module, cfg) if op == "attention_fwd" else module
+
+    monkeypatch.setattr(variants, "load_variant", load)  # the first call's path
+    monkeypatch.setattr(plans, "load_variant", load)     # the plans'
+
+
+def test_attention_fallback_survives_a_reset_in_another_thread(fresh_db, monkeypatch):
+    """Defect: after a tuned config failed, the retry asked the live dispatcher again; a
+    reset() in another thread between the failure and the retry (a fresh dispatcher that has
+    not seen the failure) handed the failing config back, and the caller got the kernel's
+    error instead of the fallback (every first call, with a thread resetting every ms)."""
+    _broken_tuned_attention(fresh_db, monkeypatch, lambda cfg: None)
+    real_fall_back = Dispatcher.fall_back
+
+    def fall_back_then_reset(self, *args, **kwargs):
+        fallback = real_fall_back(self, *args, **kwargs)
+        dispatch.reset()  # another thread, between the fallback decision and the retry
+        return fallback
+
+    monkeypatch.setattr(Dispatcher, "fall_back", fall_back_then_reset)
+    q, k, v = (torch.randn(1, 2, 30, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = flashtune.attention(q, k, v)
+    torch.testing.assert_close(out.float(), _sdpa(q, k, v), atol=2e-2, rtol=2e-2)
+
+
+def test_attention_plan_is_the_config_that_ran_not_a_fresh_decision(fresh_db, monkeypatch):
+    """Defect: the plan of a first call was built from the dispatcher's decision asked again
+    after the call, and stored without being tried. A reset() in another thread after the
+    fallback ran (a fresh dispatcher picks the failing tuned config again) left a plan that
+    raised the kernel's error on every later call of that shape, never falling back."""
+    state = {"armed": True}
+
+    def on_launch(cfg):
+        if cfg["BLOCK_M"] != 16 and state["armed"]:  # the fallback's launch: reset meanwhile
+            state["armed"] = False
+            dispatch.reset()
+
+    _broken_tuned_attention(fresh_db, monkeypatch, on_launch)
+    q, k, v = (torch.randn(1, 2, 30, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):  # the first call stores the plan, the others run it
+            out = flashtune.attention(q, k, v)
+            torch.testing.assert_close(out.float(), _sdpa(q, k, v), atol=2e-2, rtol=2e-2)
