@@ -184,10 +184,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         out, lse = torch.ops.flashtune.attention_fwd(q, k, v, causal, scale_f, return_lse)
         return (out, lse) if return_lse else out
     ran = []
+    generation = _R.generation
     result = _dispatch.forward(q, k, v, causal, scale_f, return_lse, ran)
     out = result[0] if return_lse else result
     _dispatch.remember_plan(_PLANS, key, q, k, v, out, causal, scale_f, return_lse,
-                            ran[-1] if ran else None)
+                            ran[-1] if ran else None, generation)
     return result
 
 

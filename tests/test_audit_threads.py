@@ -21,6 +21,7 @@ from flashtune.gen import variants
 from flashtune.gen.attention_space import AttentionProblem
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
+              pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning"),
               pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")]
 
 
@@ -93,3 +94,69 @@ def test_attention_plan_is_the_config_that_ran_not_a_fresh_decision(fresh_db, mo
         for _ in range(3):  # the first call stores the plan, the others run it
             out = flashtune.attention(q, k, v)
             torch.testing.assert_close(out.float(), _sdpa(q, k, v), atol=2e-2, rtol=2e-2)
+
+
+def _reset_during_first_launch(monkeypatch, op_prefix):
+    """Each first launch of an ``op_prefix`` kernel runs reset() with FLASHTUNE_DISABLE=1 set
+    (another thread turning flashtune off while the call is under way)."""
+    real = plans.load_variant
+    armed = {"on": True}
+
+    class Wrapped:
+        def __init__(self, module):
+            self.module = module
+
+        def launch(self, *args):
+            if armed["on"]:
+                armed["on"] = False
+                monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+                dispatch.reset()
+            return self.module.launch(*args)
+
+    def load(op, cfg):
+        module = real(op, cfg)
+        return Wrapped(module) if op.startswith(op_prefix) else module
+
+    monkeypatch.setattr(plans, "load_variant", load)
+    monkeypatch.setattr(variants, "load_variant", load)
+
+
+def _all_plans():
+    r = dispatch.RUNTIME
+    return [*r.plans.values(), *r.backward_plans.values(), r.attention_plans]
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_forward_plan_of_a_call_that_overlapped_reset_is_not_kept(fresh_db, monkeypatch, log):
+    """Defect: a first call stored its plan after a reset() that another thread ran meanwhile
+    (6 runs of 6 with a thread setting FLASHTUNE_DISABLE=1 and resetting during a loop of first
+    calls); the hot path then served that plan, built from the old settings and dispatcher,
+    for good: flashtune kernels kept running that shape although flashtune was turned off
+    (likewise a new FLASHTUNE_DB's winners were never used for it)."""
+    _reset_during_first_launch(monkeypatch, "log_softmax" if log else "softmax")
+    f, ref = (flashtune.log_softmax, torch.log_softmax) if log else (flashtune.softmax, torch.softmax)
+    x = torch.randn(3, 40, device=DEVICE)
+    torch.testing.assert_close(f(x), ref(x, -1))
+    assert not any(_all_plans()), "a plan of the old settings outlived reset()"
+    monkeypatch.setattr(plans, "load_variant", None)  # disabled: no kernel may load now
+    torch.testing.assert_close(f(x), ref(x, -1))
+
+
+def test_backward_plan_of_a_call_that_overlapped_reset_is_not_kept(fresh_db, monkeypatch):
+    x = torch.randn(3, 40, device=DEVICE, requires_grad=True)
+    y = flashtune.softmax(x)
+    _reset_during_first_launch(monkeypatch, "softmax_backward")
+    g = torch.randn_like(y)
+    y.backward(g)
+    x64 = x.detach().double().requires_grad_(True)
+    torch.softmax(x64, -1).backward(g.double())
+    torch.testing.assert_close(x.grad, x64.grad.float())
+    assert not any(_all_plans()), "a plan of the old settings outlived reset()"
+
+
+def test_attention_plan_of_a_call_that_overlapped_reset_is_not_kept(fresh_db, monkeypatch):
+    _reset_during_first_launch(monkeypatch, "attention_fwd")
+    q, k, v = (torch.randn(1, 2, 16, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+    torch.testing.assert_close(flashtune.attention(q, k, v).float(), _sdpa(q, k, v),
+                               atol=2e-2, rtol=2e-2)
+    assert not dispatch.RUNTIME.attention_plans, "a plan of the old settings outlived reset()"

@@ -25,7 +25,7 @@ from ..gen import attention_ops
 from ..gen.attention_space import AttentionProblem, default_config
 from ..gen.space import Config
 from .chooser import resolve_device
-from .plans import MAX_PLANS, attention_plan
+from .plans import attention_plan
 from .runtime import RUNTIME
 
 OP = attention_ops.OP
@@ -51,7 +51,8 @@ def choice(problem: AttentionProblem, device=None):
 
 
 def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
-                  return_lse: bool, config: Config | None = None) -> None:
+                  return_lse: bool, config: Config | None = None,
+                  generation: int | None = None) -> None:
     """After a successful ``forward`` of a non-empty problem, whose output was ``out``: store
     the plan that repeats it under ``key``.
 
@@ -59,15 +60,17 @@ def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
     Without it, the config this dispatcher picks now, which is not always the one that ran: a
     ``reset()`` in another thread meanwhile gives a fresh dispatcher that has forgotten a
     failed tuned config, and the plan (never tried before it is stored) would raise on every
-    later call of the shape instead of falling back."""
+    later call of the shape instead of falling back.
+
+    ``generation``: ``RUNTIME.generation`` read before that call's decision; the plan is not
+    stored if reset() ran since (see Runtime.store_plan)."""
     if q.numel() == 0 or k.shape[2] == 0:
         return  # answered without a kernel; rare enough to take the full path each time
     problem = attention_ops.problem_of(q, k, causal)
     pick = choose if config is None else (lambda op, problem, device: config)
     config = attention_ops.select_config(problem, (q, k, v, out), None, pick)
-    if len(plans) >= MAX_PLANS:
-        plans.clear()
-    plans[key] = attention_plan(q, config, scale, causal, return_lse)
+    plan = attention_plan(q, config, scale, causal, return_lse)
+    RUNTIME.store_plan(plans, RUNTIME.generation if generation is None else generation, plan, key)
 
 
 def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = None):

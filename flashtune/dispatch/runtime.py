@@ -8,6 +8,7 @@ place, so modules that bound the plan dicts at import keep seeing the live ones.
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 
@@ -58,14 +59,36 @@ class Runtime:
         self.plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
         self.backward_plans: dict[str, dict] = {op: {} for op in FORWARD_OPS}
         self.attention_plans: dict = {}  # flashtune.attention_op's hot path
+        # Bumped by reset(); a first call stores its plan only if no reset came in between
+        # (store_plan), under _store_lock, which reset() holds too: a plan built by a call
+        # that overlapped a reset came from the old settings and dispatcher (say, before
+        # FLASHTUNE_DISABLE=1 or a new FLASHTUNE_DB), and the hot path would serve it forever.
+        # First calls only: the hot path reads the plan dicts without a lock.
+        self._store_lock = threading.Lock()
+        self.generation = 0
         self.reset()
 
     def reset(self) -> None:
-        self.settings = Settings.from_env()
-        self.disabled = self.settings.disabled
-        self.dispatcher = Dispatcher(self.settings)
-        for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
-            d.clear()
+        settings = Settings.from_env()
+        dispatcher = Dispatcher(settings)
+        with self._store_lock:
+            self.generation += 1
+            self.settings = settings
+            self.disabled = settings.disabled
+            self.dispatcher = dispatcher
+            for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
+                d.clear()
+
+    def store_plan(self, plans: dict, generation: int, plan, *keys) -> None:
+        """Store ``plan`` under each of ``keys`` unless reset() ran since ``generation`` (the
+        value read before the plan's decision was made); clears ``plans`` when full."""
+        with self._store_lock:
+            if generation != self.generation:
+                return
+            if len(plans) + len(keys) > MAX_PLANS:
+                plans.clear()
+            for key in keys:
+                plans[key] = plan
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, dim: int, log: bool, alias_dim: int | None = None):
@@ -83,16 +106,18 @@ class Runtime:
         op = "log_softmax" if log else "softmax"
         plans = self.plans[op]
         base = (x.shape, x.stride(), x.dtype, x.device)
+        generation = self.generation  # before the plan is read or decided (see store_plan)
         plan = plans.get(base + (dim,))
+        keys: tuple = ()
         if plan is not None:
             out = plan(x)
         else:
             plan, out = self._first_run(op, x, dim, forward_plan, (x,))
-            if len(plans) >= MAX_PLANS:
-                plans.clear()
-            plans[base + (dim,)] = plan
+            keys = (base + (dim,),)
         if alias_dim is not None and alias_dim != dim:
-            plans[base + (alias_dim,)] = plan
+            keys += (base + (alias_dim,),)
+        if keys:
+            self.store_plan(plans, generation, plan, *keys)
         return out
 
     # -- backward --------------------------------------------------------------------------
@@ -120,10 +145,9 @@ class Runtime:
         if plan is not None:
             return plan(y, dy)
         op = "log_softmax_backward" if log else "softmax_backward"
+        generation = self.generation
         plan, out = self._first_run(op, y, dim, functools.partial(backward_plan, dy=dy), (y, dy))
-        if len(plans) >= MAX_PLANS:
-            plans.clear()
-        plans[key] = plan
+        self.store_plan(plans, generation, plan, key)
         return out
 
     def _first_run(self, op: str, t: torch.Tensor, dim: int, make_plan, args: tuple):
