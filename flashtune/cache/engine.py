@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import re
 import sqlite3
 import time
@@ -96,12 +97,17 @@ def sqlite_file(url: URL) -> Path | None:
 
 def no_file_there(path: Any) -> str | None:
     """Why a database path holds no file to read, for messages: "a folder", "not a regular
-    file" (a device, a pipe), "missing"; None for a regular file."""
-    if os.path.isfile(path):
+    file" (a device, a pipe), "missing"; None for a regular file.
+
+    One stat: separate isfile / isdir / exists calls raced with another process creating the
+    file (a tuner opening a new database), which then read as "not a regular file"."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a dangling link or loop, no permission, a NUL
+        return "missing"
+    if stat.S_ISREG(mode):
         return None
-    if os.path.isdir(path):
-        return "a folder"
-    return "not a regular file" if os.path.exists(path) else "missing"
+    return "a folder" if stat.S_ISDIR(mode) else "not a regular file"
 
 
 def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
