@@ -63,6 +63,14 @@ def check_ops(ops: tuple[str, ...], what: str = "ops") -> None:
         raise ValueError(f"{what} must be a non-empty subset of {OPS}, got {ops!r}")
 
 
+def check_gpu(interpret: bool) -> None:
+    """ValueError unless a CUDA GPU is visible (not needed for the interpreter's smoke run)."""
+    import torch
+
+    if not interpret and not torch.cuda.is_available():
+        raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU smoke run")
+
+
 def git_state() -> tuple[str | None, bool | None]:
     """(commit, has uncommitted changes) of the checkout flashtune runs from, if it is one."""
     repo = Path(__file__).resolve().parents[2]
@@ -108,16 +116,13 @@ def _meta(options: BenchOptions, on_gpu: bool, timer: Timer) -> dict:
 
 def run_bench(options: BenchOptions) -> dict:
     """Run the benchmark, write the report files into ``options.out``; the result dict."""
-    import torch
-
     from .attention import run_attention
     from .backward import run_backward
     from .softmax import run_softmax
 
     log = options.log
     interpret = options.mode == "interpret"
-    if not interpret and not torch.cuda.is_available():
-        raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU smoke run")
+    check_gpu(interpret)
     budget = Budget(options.budget_s)
     on_gpu = not interpret
     device = "cuda" if on_gpu else "cpu"

@@ -25,7 +25,7 @@ import math
 import sys
 from pathlib import Path
 
-from .options import add_db_option
+from .options import add_db_option, check_out_folder
 
 DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
 
@@ -58,20 +58,15 @@ def run(args) -> int:
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
         raise ValueError(f"--budget must be > 0 seconds and finite, got {args.budget}")
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
-    from ..bench.runner import check_ops
+    from ..bench.runner import check_gpu, check_ops
 
     check_ops(ops, "--ops")  # before --out is made or anything timed
     if args.db is not None:
         from ..cache.engine import resolve_url
 
         resolve_url(args.db)  # a malformed URL is said now, not after the copy measurement
-    if not interpret:
-        import torch
-
-        if not torch.cuda.is_available():  # before --out is made: a failed run leaves nothing
-            raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU "
-                             "smoke run")
-    _check_writable(args.out)
+    check_gpu(interpret)  # before --out is made: a failed run leaves nothing
+    check_out_folder(args.out)
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
     from ..bench.runner import BenchOptions, interpret_env, run_bench
@@ -95,13 +90,3 @@ def run(args) -> int:
         return 130
     return 0
 
-
-def _check_writable(out: Path) -> None:
-    """Fail before minutes of measurements, not after, when --out cannot take the files."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".flashtune-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise OSError(f"--out {out} is not a writable folder ({err})") from err

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .options import check_out_folder
+
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="re-render the report of a `flashtune bench` JSON",
@@ -24,9 +26,7 @@ def run(args) -> int:
 
     result = load_result(args.result)
     out = args.out if args.out is not None else args.result.parent
-    from .bench_cmd import _check_writable
-
-    _check_writable(out)  # "--out X is not a writable folder (...)", not a bare errno line
+    check_out_folder(out)  # "--out X is not a writable folder (...)", not a bare errno line
     # load_result has checked everything the renderers read: an error past it is our bug, and
     # keeps its traceback.
     written = render(result, out, print)
