@@ -303,6 +303,19 @@ def test_bad_dim(fresh_db):
         flashtune.softmax(x, 1.5)
 
 
+def _fail_two_row_configs(monkeypatch):
+    """Make every config of 2 rows per program fail to load, as a compiler that rejects it
+    would (the seeded tuned configs below use 2; the defaults do not)."""
+    real = plans.load_variant
+
+    def picky(op, config):
+        if config["rows_per_program"] == 2:
+            raise RuntimeError("out of resources (simulated)")
+        return real(op, config)
+
+    monkeypatch.setattr(plans, "load_variant", picky)
+
+
 def test_the_readme_filters_let_every_fallback_notice_through(fresh_db, monkeypatch):
     """Under warnings-as-errors, the README's pytest filters (default::...) must let both
     fallback notices through: a broken database's CacheWarning and a failing tuned config's
@@ -317,14 +330,7 @@ def test_the_readme_filters_let_every_fallback_notice_through(fresh_db, monkeypa
         module, _, name = spec.rpartition(".")
         categories.append(getattr(importlib.import_module(module), name))
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
-    real = plans.load_variant
-
-    def picky(op, config):
-        if config["rows_per_program"] == 2:
-            raise RuntimeError("out of resources (simulated)")
-        return real(op, config)
-
-    monkeypatch.setattr(plans, "load_variant", picky)
+    _fail_two_row_configs(monkeypatch)
     x = torch.randn(6, 52, device=DEVICE)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -342,14 +348,7 @@ def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
     """A tuned variant that cannot be built or launched here must not break the model."""
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
     seed(fresh_db, "softmax_backward", "float32", (8, 64), row_config(64, rows=2, fwd=False))
-    real = plans.load_variant
-
-    def picky(op, config):
-        if config["rows_per_program"] == 2:
-            raise RuntimeError("out of resources (simulated)")
-        return real(op, config)
-
-    monkeypatch.setattr(plans, "load_variant", picky)
+    _fail_two_row_configs(monkeypatch)
     x = torch.randn(6, 52, device=DEVICE, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
