@@ -51,16 +51,15 @@ def choice(problem: AttentionProblem, device=None):
 
 
 def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
-                  return_lse: bool, config: Config | None = None,
-                  generation: int | None = None) -> None:
+                  return_lse: bool, config: Config | None, generation: int) -> None:
     """After a successful ``forward`` of a non-empty problem, whose output was ``out``: store
     the plan that repeats it under ``key``.
 
-    ``config``: the config that call ran with (``forward(..., ran=...)``), fallbacks included.
-    Without it, the config this dispatcher picks now, which is not always the one that ran: a
-    ``reset()`` in another thread meanwhile gives a fresh dispatcher that has forgotten a
-    failed tuned config, and the plan (never tried before it is stored) would raise on every
-    later call of the shape instead of falling back.
+    ``config``: the config that call ran with (``forward(..., ran=...)``), fallbacks included;
+    where it recorded none, the config this dispatcher picks now. That is not always the one
+    that ran: a ``reset()`` in another thread meanwhile gives a fresh dispatcher that has
+    forgotten a failed tuned config, and the plan (never tried before it is stored) would
+    raise on every later call of the shape instead of falling back.
 
     ``generation``: ``RUNTIME.generation`` read before that call's decision; the plan is not
     stored if reset() ran since (see Runtime.store_plan)."""
@@ -70,7 +69,7 @@ def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
     pick = choose if config is None else (lambda op, problem, device: config)
     config = attention_ops.select_config(problem, (q, k, v, out), None, pick)
     plan = attention_plan(q, config, scale, causal, return_lse)
-    RUNTIME.store_plan(plans, RUNTIME.generation if generation is None else generation, plan, key)
+    RUNTIME.store_plan(plans, generation, plan, key)
 
 
 def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = None):
