@@ -1,11 +1,17 @@
-"""Opening a file that someone else may have put in its place (an import, a bench result, a
-generated kernel): a regular file only, never a pipe or a device."""
+"""Files in folders that others may share (the cache folder, an export's folder).
+
+Opening a file that someone else may have put in its place (an import, a bench result, a
+generated kernel): a regular file only, never a pipe or a device. Creating the temporary file
+that an atomic write moves into place: with the mode a plain open would give the final file.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
+from pathlib import Path
 from typing import Any, BinaryIO
 
 
@@ -25,3 +31,24 @@ def open_regular_file(path: Any) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def create_temp_beside(target: Path) -> tuple[int, str]:
+    """A new file next to ``target`` (its descriptor, open for writing, and its name), for an
+    atomic write that ``os.replace``-s it over ``target``.
+
+    Its mode is what a plain open would give: 0o666 less the umask. tempfile.mkstemp's 0o600
+    made files in a folder shared by a team (FLASHTUNE_CACHE_DIR on a shared disk, an export)
+    unreadable to the others. The kernel applies the umask to os.open's mode, so it is never
+    read here: reading it means setting it (os.umask), which races with other threads."""
+    folder = target.parent if str(target.parent) else Path(".")
+    # O_EXCL: never an existing file or a link someone put there; O_BINARY: no newline
+    # translation on Windows (mkstemp sets it too).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = str(folder / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {target}")

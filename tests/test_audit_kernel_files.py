@@ -83,6 +83,22 @@ def test_a_failed_kernel_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)],
+                         ids=["umask-022", "umask-002", "umask-077"])
+def test_a_kernel_file_gets_the_mode_a_plain_open_gives(tmp_path, monkeypatch, umask, mode):
+    # Defect: kernel files kept mkstemp's private mode 0600, so in a cache folder shared by a
+    # team (FLASHTUNE_CACHE_DIR on a shared disk) the others could not read them.
+    variant, path = _variant(tmp_path, monkeypatch)
+    old = os.umask(umask)
+    try:
+        loader_mod.write_source(variant)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    assert sorted(os.listdir(path.parent)) == [path.name]
+
+
 # -- winner imports -----------------------------------------------------------------------------
 
 def _export(tmp_path, capsys) -> dict:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..regular_file import open_regular_file
+from ..regular_file import create_temp_beside, open_regular_file
 from .keys import DeviceInfo, ProblemKey
 from .models import SCHEMA_VERSION, WinnerRow
 from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
@@ -80,7 +79,7 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
                          f"database {database.name}; replacing it would damage that database; "
                          "give the path of a JSON file")
     try:
-        fd, tmp = _create_temp_beside(target)
+        fd, tmp = create_temp_beside(target)
     except OSError as err:
         raise OSError(f"{path}: cannot write there ({err.strerror or err})") from None
     try:
@@ -137,19 +136,6 @@ def _database_of_side_file(path: Path) -> Path | None:
             if mode is not None and stat.S_ISREG(mode) and _may_be_sqlite_file(database):
                 return database
     return None
-
-
-def _create_temp_beside(target: Path) -> tuple[int, str]:
-    """A new file next to ``target``, with the mode a plain open would give it (0o666 less
-    the umask; mkstemp's 0o600 would make a shared export private), and a unique name."""
-    folder = target.parent if str(target.parent) else Path(".")
-    for _ in range(100):
-        tmp = str(folder / f".{target.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name next to {target}")
 
 
 def load_winners(path: Any) -> list[dict[str, Any]]:

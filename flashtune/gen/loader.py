@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .. import paths
-from ..regular_file import open_regular_file
+from ..regular_file import create_temp_beside, open_regular_file
 from .render import RenderedVariant
 
 _lock = threading.Lock()
@@ -59,7 +59,9 @@ def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
     if _holds(path, data):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{variant.module_name}.", suffix=".tmp", dir=path.parent)
+    # Readable by whoever shares the cache folder, as a plain open would make it (mkstemp's
+    # 0o600 was not); the file is never trusted when read back, whoever can write it.
+    fd, tmp = create_temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
