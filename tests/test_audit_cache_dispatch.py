@@ -185,6 +185,14 @@ def test_rows_of_another_device_or_triton_are_not_used(fresh_db, column, value):
     ("sqlite+://::::", "not an SQLAlchemy database URL"),
     ("", "empty"),
     ("sqlite:////tmp/x.sqlite?mode=ro&uri=true", "URI filenames"),
+    # Defect: SQLite parameters other than mode=ro were ignored (pysqlite's own timeout, ...
+    # overridden by flashtune's, the rest dropped with an SAWarning), and readers ignored all.
+    ("sqlite:////tmp/x.sqlite?timeout=5", "'timeout' not supported"),
+    ("sqlite:////tmp/x.sqlite?mode=ro&cache=shared", "'cache' not supported"),
+    ("sqlite:////tmp/x.sqlite?mode=rw", "mode='rw' not supported"),
+    ("sqlite:////tmp/x.sqlite?mode=ro&mode=ro", "not supported"),
+    ("sqlite://?mode=ro", "mode=ro needs an SQLite file"),
+    ("sqlite:///:memory:?mode=ro", "mode=ro needs an SQLite file"),
 ])
 def test_malformed_urls_are_value_errors_naming_url(url, reason):
     # Defects: a bad port leaked "invalid literal for int()"; "" meant the current folder;
@@ -219,8 +227,9 @@ _WRITERS = (["clear", "--yes"], ["import", "x.json"])
 @pytest.mark.parametrize("command, db, reason", [
     *[(c, "sqlite+://::::", "not an SQLAlchemy database URL") for c in (["show"], *_WRITERS)],
     *[(c, "", "empty") for c in (["show"], *_WRITERS)],
-    # read-only commands open SQLite files themselves and ignore URL parameters
-    *[(c, "sqlite:///{path}?timeout=abc", "a parameter of the URL is invalid") for c in _WRITERS],
+    # Defect: read-only commands ignored URL parameters (they open SQLite files themselves),
+    # writers took some: every command refuses them now.
+    *[(c, "sqlite:///{path}?timeout=abc", "'timeout' not supported") for c in (["show"], *_WRITERS)],
 ])
 def test_cli_names_a_malformed_url(tmp_path, capsys, command, db, reason):
     seed(tmp_path / "t.sqlite", "softmax", "float32", (4, 32), _GOOD)
@@ -231,6 +240,61 @@ def test_cli_names_a_malformed_url(tmp_path, capsys, command, db, reason):
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err
     assert lines[0].startswith(f"flashtune {command[0]}: error: ") and reason in lines[0]
+
+
+def test_a_url_parameter_flashtune_cannot_honour_runs_the_model(fresh_db, monkeypatch):
+    seed(fresh_db, "softmax", "float32", (3, 20), row_config(32))
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{fresh_db}?timeout=5")
+    dispatch.reset()
+    x = torch.randn(3, 20, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(flashtune.log_softmax(x), torch.log_softmax(x, -1))
+    said = _ours(caught)
+    assert len(said) == 1 and "'timeout' not supported" in said[0], said
+
+
+# -- ?mode=ro: a database that readers use and writers refuse ----------------------------------
+
+def test_a_mode_ro_url_is_read_but_never_written(fresh_db, monkeypatch, tmp_path, capsys):
+    # Defect: ?mode=ro was ignored (SQLAlchemy warned and opened the file read-write): tune,
+    # import and clear wrote to a database the user had marked read-only.
+    from flashtune.cache import CacheError, DeviceInfo, TuneDB, read_runtime_winners
+
+    seed(fresh_db, "softmax", "float32", (4, 32), row_config(32))
+    url = f"sqlite:///{fresh_db}?mode=ro"
+    before = fresh_db.read_bytes()
+    monkeypatch.setenv("FLASHTUNE_DB", url)
+    dispatch.reset()
+    # Readers: the dispatcher, TuneDB(read_only=True), show, export.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dispatch.choice("softmax", (4, 32), "float32", DEVICE).how == "exact"
+        assert len(read_runtime_winners(DeviceInfo.current(torch.device(DEVICE)), url)) == 1
+        with TuneDB(url, read_only=True) as db:
+            assert len(db.winners()) == 1
+    assert caught == [], [str(w.message) for w in caught]
+    rc, out, err = run_cli(capsys, "show", "--db", url)
+    assert rc == 0 and "softmax" in out, err
+    rc, _, err = run_cli(capsys, "export", str(tmp_path / "out.json"), "--db", url)
+    assert rc == 0, err
+    # Writers refuse before they do anything, saying why.
+    with pytest.raises(CacheError, match=r"read-only \(mode=ro in the URL\)"):
+        TuneDB(url)
+    journal = tmp_path / "journal.log"
+    for command in (["tune", "--interpret", "--problem", "softmax:float32:4x32", "--trials", "1",
+                     "--no-isolate", "--journal", str(journal)],
+                    ["import", str(tmp_path / "out.json")], ["clear"], ["clear", "--yes"]):
+        rc, _, err = run_cli(capsys, *command, "--db", url)
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1, (command, err)
+        assert lines[0].startswith(f"flashtune {command[0]}: error: ")
+        assert "read-only (mode=ro in the URL)" in lines[0] and "without ?mode=ro" in lines[0]
+    assert not journal.exists()
+    assert fresh_db.read_bytes() == before
+    with TuneDB(fresh_db, read_only=True) as db:
+        assert len(db.winners()) == 1
 
 
 # -- the CLI on files that are not winner databases ----------------------------------------------

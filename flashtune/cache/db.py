@@ -16,8 +16,9 @@ from sqlalchemy import Table, and_, delete, func, inspect, or_, select, type_coe
 from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
-from .engine import (CACHE_FAILURES, display, explain, foreign_tables, lock_schema, make_engine,
-                     no_file_there, reading, resolve_url, sqlite_file, writing)
+from .engine import (CACHE_FAILURES, check_writable, display, explain, foreign_tables,
+                     lock_schema, make_engine, no_file_there, reading, resolve_url, sqlite_file,
+                     writing)
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
@@ -37,10 +38,13 @@ class TuneDB:
 
     def __init__(self, url: Any = None, *, timeout: float = 30.0, read_only: bool = False):
         """``read_only``: for commands that only look (show, export): creates nothing, never
-        changes an SQLite file, waits for no writer's lock, and reads read-only storage."""
+        changes an SQLite file, waits for no writer's lock, and reads read-only storage. An
+        SQLite URL with ``?mode=ro`` needs it: a writer refuses such a URL (CacheError)."""
         if type(timeout) not in (int, float) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._url = resolve_url(url)
+        if not read_only:
+            check_writable(self._url)
         self._where = display(self._url)
         self._timeout = float(timeout)
         self._read_only = bool(read_only)

@@ -64,11 +64,6 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     if parsed.get_backend_name() not in SUPPORTED:
         raise ValueError(f"url: backend {parsed.get_backend_name()!r} is not supported; "
                          f"flashtune stores winners in {' or '.join(SUPPORTED)}")
-    if parsed.get_backend_name() == "sqlite" and "uri" in parsed.query:
-        # pysqlite would open "PATH?mode=..." (or "file:PATH") as another file than the one
-        # flashtune's own read-only readers open: tuned winners would go where nobody looks
-        raise ValueError("url: SQLite URI filenames (uri=...) are not supported; give the "
-                         "file itself, e.g. sqlite:////abs/path/tuned.sqlite")
     try:  # the dialect class only: its driver module is imported when the engine is made
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
@@ -77,11 +72,55 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     if getattr(dialect, "is_async", False):
         raise ValueError(f"url: driver {parsed.drivername!r} is asynchronous; flashtune needs a "
                          "synchronous one (sqlite://, postgresql+psycopg2:// or postgresql+psycopg://)")
+    if parsed.get_backend_name() == "sqlite":
+        _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
         # a folder named "~" made under the current one.
         parsed = parsed.set(database=str(Path(parsed.database).expanduser()))
     return parsed
+
+
+def _check_sqlite_query(url: URL) -> None:
+    """The query of an SQLite URL holds nothing but ``mode=ro`` (ValueError otherwise).
+
+    pysqlite ignores what it does not know (SQLAlchemy only warns), flashtune's own read-only
+    connections ignore the whole query, and of those pysqlite knows, flashtune overrides
+    timeout and isolation_level: a parameter would silently mean nothing, or mean something
+    to the writers only."""
+    query = dict(url.query)
+    if "uri" in query:
+        # pysqlite would open "PATH?mode=..." (or "file:PATH") as another file than the one
+        # flashtune's own read-only readers open: tuned winners would go where nobody looks
+        raise ValueError("url: SQLite URI filenames (uri=...) are not supported; give the "
+                         "file itself, e.g. sqlite:////abs/path/tuned.sqlite")
+    mode = query.pop("mode", None)
+    if query:
+        raise ValueError(f"url: SQLite URL parameter(s) {', '.join(map(repr, sorted(query)))} "
+                         "not supported; the only one flashtune takes is mode=ro (open the "
+                         "database read-only)")
+    if mode is None:
+        return
+    if mode != "ro":  # a tuple when given twice
+        raise ValueError(f"url: SQLite mode={mode!r} not supported; the only mode flashtune "
+                         "takes is mode=ro (open the database read-only)")
+    if url.get_driver_name() != "pysqlite" or url.database in (None, "", ":memory:"):
+        raise ValueError("url: mode=ro needs an SQLite file and the default driver, e.g. "
+                         "sqlite:////abs/path/tuned.sqlite?mode=ro")
+
+
+def read_only_url(url: URL) -> bool:
+    """Whether the URL opens the database read-only (SQLite's ``?mode=ro``)."""
+    return url.get_backend_name() == "sqlite" and url.query.get("mode") == "ro"
+
+
+def check_writable(url: URL) -> None:
+    """CacheError when the URL opens the database read-only: a writer (tune, import, clear)
+    refuses before it does anything, rather than fail at its first write."""
+    if read_only_url(url):
+        raise CacheError(f"{display(url)} is read-only (mode=ro in the URL): flashtune writes "
+                         "nothing to it; to tune, import or clear, give the URL without "
+                         "?mode=ro")
 
 
 def display(url: URL) -> str:
@@ -114,8 +153,10 @@ def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
     """An engine whose connections wait up to ``timeout`` seconds for locks / the server.
 
     ``read_only``: an SQLite file is opened so that nothing is ever written to it (not even
-    the journal mode), which also lets a database on read-only storage be read.
+    the journal mode), which also lets a database on read-only storage be read. A URL with
+    ``?mode=ro`` is opened so whatever ``read_only`` says.
     """
+    read_only = read_only or read_only_url(url)
     try:
         if url.get_backend_name() == "sqlite":
             return _sqlite_engine(url, timeout, read_only)
@@ -124,7 +165,7 @@ def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
             # libpq's default is to wait forever for a silent server
             connect_args["connect_timeout"] = max(1, min(int(timeout), MAX_CONNECT_S))
         return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
-    except (ValueError, TypeError) as err:  # e.g. sqlite:///x?timeout=abc
+    except (ValueError, TypeError) as err:  # a URL parameter the dialect cannot take
         raise CacheError(f"{display(url)}: a parameter of the URL is invalid ({err})") from None
     except ImportError as err:
         module = getattr(err, "name", None) or str(err)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_db_option
+from .options import add_db_option, check_writable_db
 
 
 def register(sub) -> None:
@@ -24,6 +24,7 @@ def run(args) -> int:
     from ..cache import TuneDB
     from ..dispatch.info import current_device_info, database_location, database_missing
 
+    check_writable_db(args.db)  # a read-only --db: not "would delete N, run with --yes"
     where, _ = database_location(args.db)
     missing = database_missing(args.db)
     if missing:

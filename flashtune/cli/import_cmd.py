@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_db_option
+from .options import add_db_option, check_writable_db
 
 
 def register(sub) -> None:
@@ -24,6 +24,7 @@ def run(args) -> int:
     from ..cache import TuneDB
     from ..cache.transfer import load_winners, of_other_templates
 
+    check_writable_db(args.db)  # a read-only --db: said before the file is looked at
     # The whole file is checked before the database is opened: opening creates the database
     # file and its folders, which a refused import must not leave behind. (import_json checks
     # it again: the file is small, and the database never takes unchecked rows.)

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DB_HELP = ("winner database: an SQLAlchemy URL or an SQLite file path (default: $FLASHTUNE_DB, "
+DB_HELP = ("winner database: an SQLAlchemy URL (sqlite:///PATH?mode=ro: read-only) or an "
+           "SQLite file path (default: $FLASHTUNE_DB, "
            "else tuned.sqlite in the cache folder)")
 
 
 def add_db_option(parser, extra_help: str = "") -> None:
     """``--db URL``: which winner database the subcommand reads or writes."""
     parser.add_argument("--db", default=None, metavar="URL", help=DB_HELP + extra_help)
+
+
+def check_writable_db(db) -> None:
+    """``--db`` of a command that writes (tune, import, clear): refused before any other work
+    when it is malformed or opens the database read-only (``?mode=ro``)."""
+    from ..cache.engine import check_writable, resolve_url
+
+    check_writable(resolve_url(db))
 
 
 def check_out_folder(out: Path) -> None:

@@ -34,7 +34,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .options import add_db_option
+from .options import add_db_option, check_writable_db
 
 
 def _positive_int(text: str) -> int:
@@ -207,6 +207,7 @@ def _check_journal_url(url: str) -> None:
 def run(args) -> int:
     from ..tuner import problems as P
 
+    check_writable_db(args.db)  # a read-only --db: before the journal or any kernel is made
     interpret = bool(args.interpret)
     if interpret:
         # Before any kernel is loaded: Triton picks the interpreter when @triton.jit runs, and
