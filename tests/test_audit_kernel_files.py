@@ -175,3 +175,29 @@ def test_show_spells_out_control_characters_of_device_names(tmp_path, capsys):
     assert rc == 0, err
     assert "\x1b" not in out and "\x07" not in out
     assert "GPU\\x1b[2J\\x1b]0;pwned\\x07\\nfake row" in out
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664)],
+                         ids=["umask-022", "umask-002"])
+def test_a_new_winner_database_and_its_wal_get_the_mode_a_plain_open_gives(tmp_path, umask,
+                                                                          mode):
+    # Defect: SQLite creates the database 0644 whatever the umask (its -wal and -shm files
+    # copy that mode), so under umask 002 a team sharing the database could not tune into it.
+    from flashtune.cache import TuneDB
+    from test_cache_support import DEV, FAMILY, KEY, row_config
+
+    db = tmp_path / "team" / "tuned.sqlite"
+    old = os.umask(umask)
+    try:
+        with TuneDB(str(db)) as tune_db:
+            tune_db.upsert_winner(DEV, FAMILY, KEY, row_config(), median_ms=1.0, p20_ms=1.0,
+                                  p80_ms=1.0, trials=1)
+            wal = db.with_name(db.name + "-wal")
+            assert wal.exists()
+            assert stat.S_IMODE(os.stat(wal).st_mode) == mode
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(db).st_mode) == mode
+    with TuneDB(str(db), read_only=True) as reader:
+        assert len(reader.winners()) == 1

@@ -10,6 +10,7 @@ import errno
 import os
 import warnings
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import Table, and_, delete, func, inspect, or_, select, type_coerce
@@ -31,6 +32,19 @@ from .warn import warn_once
 WINNERS: Table = WinnerRow.__table__
 TRIALS: Table = TrialRow.__table__
 MAX_ERROR_CHARS = 4000  # a compiler traceback is kept, a runaway one is cut
+
+
+def _create_shareable(path: Path) -> None:
+    """Create the new database file with the mode a plain open gives (0o666 less the umask).
+
+    SQLite would create it 0o644 whatever the umask, and its -wal and -shm files take the
+    database file's mode: a team sharing a database under umask 002 could not tune into it.
+    An empty file is an empty SQLite database. O_EXCL: another tuner's file, or a link someone
+    put there, is left alone; any error is left for SQLite to report when it opens the path."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError:
+        pass
 
 
 class TuneDB:
@@ -78,6 +92,8 @@ class TuneDB:
                 raise CacheError(f"cannot create the folder of the winner database {path}: "
                                  f"{err.strerror or err}. Set FLASHTUNE_DB or FLASHTUNE_CACHE_DIR "
                                  "to a writable place.") from None
+            if why == "missing":
+                _create_shareable(path)
         self._engine = make_engine(self._url, self._timeout, read_only=self._read_only)
         try:
             if read_only:
