@@ -159,8 +159,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     ``causal`` is bottom-right aligned when Nq != Nk (key c is masked for query r when
     c > r + Nk - Nq, as ``torch.nn.attention.bias.causal_lower_right``). This differs from
     SDPA's ``is_causal=True``, which is top-left aligned; both agree when Nq == Nk. A query
-    row that sees no key (causal with Nq > Nk) gets output 0 and lse -inf. Nk == 0 gives
-    zeros; B, H or Nq == 0 gives an empty output.
+    row that sees no key (causal with Nq > Nk, or every score -inf) gets output 0 and lse -inf;
+    a row with a +inf score (an inf input) gets output NaN, as in SDPA, and lse +inf (NaN if
+    it also has a NaN score). Nk == 0 gives zeros; B, H or Nq == 0 gives an empty output.
 
     Returns out (q's dtype and shape; q's memory layout when q is dense), or (out, lse) with
     lse (B, H, Nq) float32 in natural-log units.

@@ -91,7 +91,8 @@ def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
     Causal is bottom-right aligned (key c masked for query r when c > r + Nk - Nq, as
     torch.nn.attention.bias.causal_lower_right); a row that sees no key gets out 0, lse -inf.
-    lse is the natural-log logsumexp of the scaled, masked scores.
+    lse is the natural-log logsumexp of the scaled, masked scores: +inf for a row with a +inf
+    score (whose out is NaN, as in SDPA), NaN for one with a NaN score.
     """
     q64, k64, v64 = (t.to(torch.float64) for t in (q, k, v))
     group = q.shape[1] // max(k.shape[1], 1)

@@ -63,11 +63,14 @@ def sdpa_math(q, k, v, causal: bool, scale: float | None = None) -> torch.Tensor
 
 
 def lse_error(lse: torch.Tensor, ref_lse: torch.Tensor) -> tuple[bool, float, float]:
-    """LSE must be -inf exactly where the reference is, and close (fp32) elsewhere."""
+    """LSE must be NaN, +inf and -inf exactly where the reference is, and close (fp32) elsewhere."""
     lse64 = lse.detach().to("cpu", torch.float64)
     ref64 = ref_lse.detach().to("cpu", torch.float64)
     finite = torch.isfinite(ref64)
-    if not torch.equal(torch.isfinite(lse64), finite) or not torch.equal(lse64[~finite], ref64[~finite]):
+    inf = torch.isinf(ref64)
+    if (not torch.equal(torch.isfinite(lse64), finite)
+            or not torch.equal(torch.isnan(lse64), torch.isnan(ref64))
+            or not torch.equal(lse64[inf], ref64[inf])):
         return False, float("inf"), 0.0
     if not finite.any():
         return True, 0.0, 0.0
@@ -86,7 +89,7 @@ def check_case(out, lse, q, k, v, causal: bool, scale: float | None = None) -> s
     if lse is not None:
         ok, err, bound = lse_error(lse, ref_lse)
         if not ok:
-            return f"lse error {err:.3g} > {bound:.3g} (or -inf positions differ)"
+            return f"lse error {err:.3g} > {bound:.3g} (or non-finite positions differ)"
     return None
 
 

@@ -197,6 +197,82 @@ def test_a_whole_key_tile_of_minus_inf_scores_is_ignored_like_torch(device, pers
         torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
 
 
+# Every code path of the key loops' running max: exp / exp2, fp16 P.V (P_SHIFT), both grids,
+# tensor descriptors (emulated by the interpreter where this Triton has them).
+_INF_PATHS = {"base": {}, "exp": {"exp2": False}, "pv16": {"pv_acc": "fp16"},
+              "pv16-exp": {"pv_acc": "fp16", "exp2": False}, "persistent": {"persistent": True},
+              "tma": {"tma": True}}
+
+
+@pytest.mark.parametrize("knobs", list(_INF_PATHS.values()), ids=list(_INF_PATHS))
+def test_a_plus_inf_score_gives_lse_plus_inf(device, knobs):
+    """A query row with a +inf score (an inf in q or k) has logsumexp +inf, as the float64
+    oracle (torch.logsumexp) says; its output is NaN, as in torch SDPA. The kernels returned
+    LSE NaN there: exp(inf - inf) = NaN went into the running sum. A row that also has a NaN
+    score keeps LSE NaN, a row whose scores are all -inf or that sees no key keeps -inf."""
+    if knobs.get("tma") and "tma" not in attention_ops.triton_features():
+        pytest.skip("this Triton has no tensor descriptors")
+    _check_plus_inf_rows(device, config(BLOCK_M=16, BLOCK_N=16, **knobs))
+
+
+def _check_plus_inf_rows(device, cfg):
+    inf, nan = float("inf"), float("nan")
+    gen = torch.Generator().manual_seed(3)
+    q = (torch.rand(1, 4, 40, 16, generator=gen) + 0.1).to(device, torch.float16)  # q > 0
+    k, v = (torch.randn(1, 4, 56, 16, generator=gen).to(device, torch.float16) for _ in range(2))
+    # With 16 x 16 tiles:
+    k[0, 0, 5] = inf   # in the first key tile: unmasked loop, seen by every row (causal too)
+    k[0, 1, 50] = inf  # in the ragged last tile, after finite tiles (masked loop)
+    k[0, 2, 20] = inf
+    k[0, 2, 30, 0] = nan  # a NaN score after the +inf one: LSE NaN where key 30 is seen
+    k[0, 3] = -inf  # every score -inf: the key drops out, the row sees none (out 0, LSE -inf)
+    for causal in (False, True):
+        # scale < 0 takes the unfolded unmasked loop: the -inf scores of head 3 become +inf
+        for scale in (None, -0.25):
+            out, lse = attention_ops.attention_forward(q, k, v, causal, scale, True, config=cfg)
+            assert check_case(out, lse, q, k, v, causal, scale) is None, (causal, scale)
+        out, lse = attention_ops.attention_forward(q, k, v, causal, None, True, config=cfg)
+        lse = lse.cpu()
+        out = out.cpu()
+        seen = torch.arange(40) + 16 >= 50 if causal else True  # key 50 seen (bottom-right)
+        assert torch.isposinf(lse[0, 0]).all() and out[0, 0].isnan().all()
+        assert torch.equal(torch.isposinf(lse[0, 1]), torch.ones(40, dtype=torch.bool) & seen)
+        assert out[0, 1].isnan().all(1).equal(torch.isposinf(lse[0, 1]))
+        assert lse[0, 2, -1].isnan() and torch.isposinf(lse[0, 2, 4]) == causal
+        assert torch.isneginf(lse[0, 3]).all() and not out[0, 3].any()
+    # causal with Nq > Nk: the first 16 rows see no key (LSE -inf, out 0), the others see key 0
+    q2 = q[:, :1]
+    k2, v2 = k[:, :1, :24].clone(), v[:, :1, :24]
+    k2[0, 0, 0] = inf
+    out, lse = attention_ops.attention_forward(q2, k2, v2, True, None, True, config=cfg)
+    assert check_case(out, lse, q2, k2, v2, True) is None
+    assert torch.isneginf(lse[0, 0, :16]).all() and not out[0, 0, :16].any()
+    assert torch.isposinf(lse[0, 0, 16:]).all() and out[0, 0, 16:].isnan().all()
+
+
+def test_lse_of_two_key_halves_merges_to_the_whole_rows_lse(device):
+    """Split-KV use of the LSE: the outputs over two halves of the keys merge (logaddexp, then
+    out_i * exp(lse_i - lse)) into the whole row's result. A half with a +inf score has LSE
+    +inf, which merges with a finite one to +inf; it used to be NaN, and the merge with it."""
+    inf = float("inf")
+    q, k, v = _qkv(device, nq=20, nk=64, h=3, hkv=3)
+    q = q.abs() + 0.1
+    k[0, 0, 3] = inf   # the first half only
+    k[0, 1, 40] = inf  # the second half only
+    whole, lse = flashtune.attention(q, k, v, return_lse=True)
+    (out_a, lse_a), (out_b, lse_b) = (
+        flashtune.attention(q, k[:, :, keys], v[:, :, keys], return_lse=True)
+        for keys in (slice(0, 32), slice(32, 64)))
+    merged_lse = torch.logaddexp(lse_a, lse_b)
+    assert torch.isposinf(merged_lse[0, :2]).all() and torch.isfinite(merged_lse[0, 2]).all()
+    assert torch.equal(merged_lse.isposinf(), lse.isposinf())
+    torch.testing.assert_close(merged_lse[0, 2], lse[0, 2])
+    merged = (out_a.float() * torch.exp(lse_a - merged_lse)[..., None]
+              + out_b.float() * torch.exp(lse_b - merged_lse)[..., None])
+    assert merged[0, :2].isnan().all() and whole[0, :2].isnan().all()
+    torch.testing.assert_close(merged[0, 2], whole[0, 2].float(), atol=2e-3, rtol=2e-3)
+
+
 def test_scales(device):
     q, k, v = _qkv(device)
     for scale in (0.0, -0.7, 3, np.float32(0.25), 1e-30):
@@ -376,6 +452,18 @@ def test_gpu_minus_inf_key_tiles_and_nan_like_torch(knobs):
         assert torch.equal(out.isnan(), ref.isnan()), (knobs, causal)
         fin = torch.isfinite(ref)
         torch.testing.assert_close(out.float()[fin], ref[fin], atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knobs", [dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3),
+                                   dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=2,
+                                        exp2=False),
+                                   dict(BLOCK_M=64, BLOCK_N=16, num_warps=4, num_stages=2,
+                                        persistent=True, pv_acc="fp16")])
+def test_gpu_plus_inf_score_gives_lse_plus_inf(knobs):
+    """Compiled kernels (native max, exp2, FMA) on +inf / NaN / -inf scores: LSE +inf, NaN,
+    -inf where the float64 oracle has them (test_a_plus_inf_score_gives_lse_plus_inf)."""
+    _check_plus_inf_rows("cuda", config(**knobs))
 
 
 def test_tma_refuses_rows_that_repeat_or_overlap():

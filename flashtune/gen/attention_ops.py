@@ -232,7 +232,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
                       choose: ConfigChooser | None = None):
     """softmax(scale * q k^T [causal, bottom-right]) v -> out, or (out, lse) with return_lse.
 
-    lse: (B, H, Nq) float32, natural log; -inf for rows that see no key (their out is 0).
+    lse: (B, H, Nq) float32, natural log; -inf for rows that see no key (their out is 0), +inf
+    for rows with a +inf score (their out is NaN).
     """
     check_inputs(q, k, v)
     scale = check_flags(causal, scale, return_lse, q.shape[3])
