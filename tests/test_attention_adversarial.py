@@ -338,6 +338,23 @@ def test_fp16_pv_accumulator_does_not_overflow(device, block_n, exp2):
 
 # --- tensor kinds ----------------------------------------------------------------------------------
 
+def test_an_output_too_long_for_32_bit_offsets_is_refused_before_launch(device, monkeypatch):
+    """q expanded along N (row stride 0) passes q's own 32-bit offset check, but its output is
+    a fresh contiguous (N, D) per head: N * D past 2**31 elements made the kernel's int32
+    store offsets wrap (writes out of bounds). Refused with a ValueError, before allocating."""
+    def launched(*args, **kwargs):
+        raise AssertionError("the kernel was launched")
+
+    monkeypatch.setattr(attention_ops, "run_variant", launched)
+    n, d = 2**23 + 1, 256  # N * D = 2**31 + 256 elements of output
+    q = torch.zeros(1, 1, 1, d, dtype=torch.float16, device=device).expand(1, 1, n, d)
+    k = v = torch.zeros(1, 1, 16, d, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="output: offsets inside one head pass 2\\*\\*31"):
+        flashtune.attention(q, k, v)
+    with pytest.raises(ValueError, match="output: offsets inside one head pass 2\\*\\*31"):
+        attention_ops.attention_forward(q, k, v)
+
+
 def test_sparse_and_nested_inputs_are_type_errors(device):
     q, k, v = _qkv(device)
     with pytest.raises(TypeError, match="q must be a dense strided tensor"):

@@ -133,7 +133,10 @@ def check_launchable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if not (q.is_cuda or (q.device.type == "cpu" and loader.interpreter_mode())):
         raise ValueError(f"q is on {q.device}; flashtune kernels need CUDA tensors "
                          "(or CPU tensors with TRITON_INTERPRET=1)")
-    for name, t in (("q", q), ("k", k), ("v", v)):
+    # The output's layout, without allocating it: q's strides when q is dense, else a dense
+    # layout of q's shape, which a q whose rows repeat (expand along N) does not bound.
+    out = torch.empty_like(q, device="meta")
+    for name, t in (("q", q), ("k", k), ("v", v), ("output", out)):
         # Kernels add 32-bit offsets inside one head to a 64-bit head base pointer.
         if (t.shape[2] - 1) * t.stride(2) + (t.shape[3] - 1) * t.stride(3) >= 2**31:
             raise ValueError(f"{name}: offsets inside one head pass 2**31 elements "
@@ -239,13 +242,13 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     scale = check_flags(causal, scale, return_lse, q.shape[3])
     batch, heads, n_q, _ = q.shape
     n_k = k.shape[2]
+    if q.numel() == 0 or n_k == 0:
+        out = torch.zeros_like(q)
+        lse = torch.full((batch, heads, n_q), float("-inf"), dtype=torch.float32, device=q.device)
+        return (out, lse) if return_lse else out
+    check_launchable(q, k, v)  # before allocating an output it would refuse
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-    if out.numel() == 0 or n_k == 0:
-        out.zero_()
-        lse.fill_(float("-inf"))
-        return (out, lse) if return_lse else out
-    check_launchable(q, k, v)
     problem = problem_of(q, k, causal)
     cfg = select_config(problem, (q, k, v, out), config, choose)
     if q.is_cuda:
