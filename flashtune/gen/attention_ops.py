@@ -5,7 +5,8 @@ Input rules (each broken rule raises a TypeError or ValueError naming the argume
   float16 or bfloat16, one dtype and one device for all three; D a multiple of 8 in [8, 256]
   (dims that are not powers of two are padded inside the kernel).
 - Any strides: (B, H, N, D) tensors and (B, N, H, D) tensors seen through ``transpose(1, 2)``
-  both run without a copy. The output has q's memory layout when q is dense, else contiguous.
+  both run without a copy. The output is torch.empty_like(q): q's strides when q is dense,
+  else dense in q's dimension order (a slice of packed qkv gives (B, N, H, D) storage).
 - Empty problems: B, H or Nq == 0 gives an empty output; Nk == 0 gives zeros (as torch SDPA)
   and LSE -inf, without a launch.
 - Strided dense tensors only: sparse and nested tensors are TypeErrors. ``scale`` must be finite
