@@ -57,24 +57,36 @@ _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.r
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 
 
-def softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Softmax of ``x`` along ``dim`` (like torch.softmax) with the tuned kernel.
+# The signature is torch.softmax's, (input, dim, dtype=None), with dim defaulting to the last
+# axis. ``x``: the first argument's former name, which torch.softmax also accepts (its
+# numpy-style alias of ``input``), still taken by keyword. Hence ``input=None``: a call that
+# names only ``x`` leaves ``input`` unset; None is no tensor, so such a call misses the hot path
+# and _call sorts the arguments out. ``x is None`` on the hot path: a call that gives both must
+# not launch ``input``'s plan and ignore ``x`` (_call refuses it). ``x`` is not keyword-only:
+# CPython (3.11+) does not specialize calls of functions with keyword-only parameters, about
+# 20 ns more per call on the CPU box (the positional one and the check cost about 3 ns).
+def softmax(input: torch.Tensor | None = None, dim: int = -1,
+            dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax of ``input`` along ``dim`` (like torch.softmax) with the tuned kernel.
 
-    ``dtype``: as in torch.softmax, ``x`` is cast to it before the op (a floating dtype)."""
-    plan = _hot_plan(_SOFTMAX_PLANS, x, dim, dtype)
-    if plan is not None:
-        return plan(x)
-    return _call(x, dim, False, dtype)
+    ``dtype``: as in torch.softmax, ``input`` is cast to it before the op (a floating dtype).
+    ``x``: the former name of ``input`` (pass it by keyword)."""
+    plan = _hot_plan(_SOFTMAX_PLANS, input, dim, dtype)
+    if plan is not None and x is None:
+        return plan(input)
+    return _call(input, dim, False, dtype, x)
 
 
-def log_softmax(x: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Log-softmax of ``x`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
+def log_softmax(input: torch.Tensor | None = None, dim: int = -1,
+                dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
+    """Log-softmax of ``input`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
 
-    ``dtype``: as in torch.log_softmax, ``x`` is cast to it before the op (a floating dtype)."""
-    plan = _hot_plan(_LOG_SOFTMAX_PLANS, x, dim, dtype)
-    if plan is not None:
-        return plan(x)
-    return _call(x, dim, True, dtype)
+    ``dtype``: as in torch.log_softmax, ``input`` is cast to it before the op (a floating
+    dtype). ``x``: the former name of ``input`` (pass it by keyword)."""
+    plan = _hot_plan(_LOG_SOFTMAX_PLANS, input, dim, dtype)
+    if plan is not None and x is None:
+        return plan(input)
+    return _call(input, dim, True, dtype, x)
 
 
 def _hot_plan(plans, x, dim, dtype):
@@ -97,10 +109,23 @@ def _hot_plan(plans, x, dim, dtype):
     return None
 
 
+def _input_argument(input, x, log: bool):
+    """The input tensor of a call that named it ``x`` (the former keyword) or gave none."""
+    name = "log_softmax" if log else "softmax"
+    if x is None:
+        raise TypeError(f"{name}() missing required argument 'input' (a torch.Tensor)")
+    if input is not None:
+        raise TypeError(f"{name}() got the input twice: as 'input' and as 'x' (the former name "
+                        "of 'input'); pass it once")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
 def _cast(x, dtype):
     """torch.softmax's ``dtype=``: cast the input first (autograd sees the cast)."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
     if not isinstance(dtype, _dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
     if dtype not in _ACCEPTED_DTYPES:  # e.g. an integer or a float8 dtype
@@ -109,12 +134,17 @@ def _cast(x, dtype):
     return x.to(dtype)
 
 
-def _call(x, dim, log: bool, dtype=None) -> torch.Tensor:
+def _call(x, dim, log: bool, dtype=None, x_keyword=None) -> torch.Tensor:
+    if x is None or x_keyword is not None:
+        # Called as softmax(x=t) (the former keyword), or with no input: once sorted out, the
+        # call goes round again, so x= callers reach the stored plans too.
+        x = _input_argument(x, x_keyword, log)
+        return (log_softmax if log else softmax)(x, dim, dtype)
     if dtype is not None:
         x = _cast(x, dtype)
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
-    _check_dtype("x", x)
+    _check_dtype("input", x)
     if not _is_compiling() and x.is_neg():
         # A negative-bit view (torch._neg_view) holds -x in memory: the kernels read memory.
         # (Traced calls go through the op, whose dispatch resolves it; dynamo cannot trace

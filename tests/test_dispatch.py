@@ -285,7 +285,7 @@ def test_integer_dtype_is_a_type_error(fresh_db):
         flashtune.softmax(torch.arange(6, device=DEVICE).reshape(2, 3))
     with pytest.raises(TypeError, match="torch.bool"):
         flashtune.log_softmax(torch.ones(2, 3, dtype=torch.bool, device=DEVICE))
-    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+    with pytest.raises(TypeError, match="input must be a torch.Tensor"):
         flashtune.softmax([1.0, 2.0])
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -49,3 +51,50 @@ def test_dispatch_choice_checks_its_arguments(shape, dtype):
 
     with pytest.raises(ValueError, match="shape|dtype"):
         choice("softmax", shape, dtype)
+
+
+# -- torch's signature: softmax(input, dim, dtype=None) -----------------------------------------
+OPS = [(flashtune.softmax, torch.softmax), (flashtune.log_softmax, torch.log_softmax)]
+
+
+@pytest.mark.parametrize("ours,theirs", OPS, ids=["softmax", "log_softmax"])
+def test_torch_style_keyword_calls(ours, theirs, device):
+    """torch.softmax's first argument is ``input``: torch-style keyword calls used to be a
+    TypeError (ours was named ``x``). Twice each: the second call takes the stored plan."""
+    x = torch.randn(3, 7, device=device)
+    for _ in range(2):
+        torch.testing.assert_close(ours(input=x, dim=-1), theirs(input=x, dim=-1))
+        torch.testing.assert_close(ours(dim=0, input=x), theirs(dim=0, input=x))
+        torch.testing.assert_close(ours(input=x, dim=1, dtype=torch.float64),
+                                   theirs(input=x, dim=1, dtype=torch.float64))
+        torch.testing.assert_close(ours(x, 1, torch.float64), theirs(x, 1, torch.float64))
+    assert list(inspect.signature(ours).parameters)[:3] == ["input", "dim", "dtype"]
+
+
+@pytest.mark.parametrize("ours,theirs", OPS, ids=["softmax", "log_softmax"])
+def test_the_former_x_keyword_still_works(ours, theirs, device):
+    """``x=``: the former name of ``input`` (torch.softmax takes it too, as numpy's spelling)."""
+    x = torch.randn(3, 7, device=device)
+    for _ in range(2):
+        torch.testing.assert_close(ours(x=x), theirs(x, -1))
+        torch.testing.assert_close(ours(x=x, dim=0), theirs(x, 0))
+        torch.testing.assert_close(ours(x=x, dtype=torch.float64), theirs(x, -1, torch.float64))
+
+
+@pytest.mark.parametrize("ours", [o for o, _ in OPS], ids=["softmax", "log_softmax"])
+def test_input_given_twice_or_not_at_all_is_a_type_error(ours, device):
+    x = torch.randn(3, 7, device=device)
+    for _ in range(2):  # the second time a plan for x exists: x= must not be ignored then
+        with pytest.raises(TypeError, match="input twice"):
+            ours(x, x=x)
+        with pytest.raises(TypeError, match="input twice"):
+            ours(input=x, x=x * 2)
+        ours(x)
+    with pytest.raises(TypeError, match="missing required argument 'input'"):
+        ours()
+    with pytest.raises(TypeError, match="missing required argument 'input'"):
+        ours(dim=-1)
+    with pytest.raises(TypeError, match="^x must be a torch.Tensor, got list"):
+        ours(x=[1.0, 2.0])
+    with pytest.raises(TypeError, match="^input must be a torch.Tensor, got list"):
+        ours([1.0, 2.0])
