@@ -120,6 +120,30 @@ def test_dim_rejects_what_torch_rejects(fresh_db, dim):
 
 
 @pytest.mark.parametrize("name", PAIRS)
+def test_numpy_dim_made_inside_torch_compile_traces(fresh_db, name):
+    """torch.compile sees a numpy integer made inside the compiled code as a 0-d ndarray over a
+    traced tensor: its __index__ (which eager calls use) broke the graph, so fullgraph failed
+    where torch.softmax traces. The graph must hold our op, with the dim as a constant."""
+    ours, ref = PAIRS[name]
+    x = torch.randn(4, 6, device=DEVICE)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(str(gm.code))
+        return gm
+
+    for make_dim, expected_dim in ((lambda t: np.int64(-1), -1), (lambda t: np.int32(0), 0),
+                                   (lambda t: np.int64(t.dim() - 1), 1)):
+        torch._dynamo.reset()
+        fn = torch.compile(lambda t: ours(t, make_dim(t)), fullgraph=True, backend=backend)
+        torch.testing.assert_close(fn(x), ref(x, expected_dim))
+        assert f"flashtune.{name}" in graphs[-1]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="dim must be an int, got ndarray"):
+        torch.compile(lambda t: ours(t, np.float32(1)), fullgraph=True, backend="eager")(x)
+
+
+@pytest.mark.parametrize("name", PAIRS)
 @pytest.mark.parametrize("src,dtype", [(torch.float32, torch.float64), (torch.float32, torch.float16),
                                        (torch.float16, torch.float32), (torch.int64, torch.float32),
                                        (torch.bool, torch.float64)])

@@ -12,6 +12,7 @@ axis. Everything else is handled here, in Python:
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, Callable, Mapping
 
 import torch
@@ -47,13 +48,22 @@ def _as_index(dim: Any) -> int:
     0-d integer tensors; bools, floats and other tensors are TypeErrors (as in torch)."""
     if type(dim) is int:
         return dim
-    if isinstance(dim, torch.Tensor):
-        if dim.dim() == 0 and not dim.is_floating_point() and not dim.is_complex() \
-                and dim.dtype is not torch.bool:
-            return int(dim)
-    elif not isinstance(dim, (bool, float)):
+    value = dim
+    if torch.compiler.is_compiling():
+        np = sys.modules.get("numpy")  # not loaded: the caller has no numpy values
+        if np is not None and isinstance(dim, np.ndarray):
+            # torch.compile sees a numpy integer made inside the compiled code (np.int64(-1))
+            # as a 0-d ndarray over a traced tensor, whose __index__ it cannot trace (a graph
+            # break); as a tensor, int() of it reads the traced constant (as torch.softmax's
+            # own dim does).
+            value = torch.as_tensor(dim)
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and not value.is_floating_point() and not value.is_complex() \
+                and value.dtype is not torch.bool:
+            return int(value)
+    elif not isinstance(value, (bool, float)):
         try:
-            return operator.index(dim)  # numpy integers and other __index__ types
+            return operator.index(value)  # numpy integers and other __index__ types
         except TypeError:
             pass
     raise TypeError(f"dim must be an int, got {type(dim).__name__}")
