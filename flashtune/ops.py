@@ -93,9 +93,11 @@ def _hot_plan(plans, x, dim, dtype):
     """The plan cached for exactly this call, or None (then _call runs the full checks).
 
     Hot path: every check is a plain attribute read; a plan exists only for inputs that already
-    passed the full checks of _call with this exact layout."""
+    passed the full checks of _call with this exact layout. A negative-bit view and a
+    storage-less zero tensor (torch._efficientzerotensor, data_ptr() 0) have a plain tensor's
+    plan key but not its memory: they take _call."""
     if (dtype is None and not _is_compiling() and (type(x) is _Tensor or type(x) is _Parameter)
-            and not x.is_neg()
+            and not x.is_neg() and not x._is_zerotensor()
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         try:

@@ -263,3 +263,25 @@ def test_a_zero_tensor_gradient_gives_zeros(fresh_db, name):
     (dx,) = torch.autograd.grad(getattr(flashtune, name)(x, -1), x, zero)
     torch.testing.assert_close(dx, ref)
     assert not dx.isnan().any()
+
+
+@pytest.mark.parametrize("name", FNS)
+def test_a_zero_tensor_input_gives_torchs_result(fresh_db, name):
+    """The forward's twin of the test above: a storage-less zero tensor as the input has
+    data_ptr() 0 (Triton's launcher takes it as a valid null pointer) and the layout of a plain
+    tensor, so it matched the plain tensor's stored plan. torch computes it, on every path."""
+    ours, ref = FNS[name]
+    for dim in (-1, 0):
+        ours(torch.randn(3, 8, device=DEVICE), dim)  # a plan for this layout exists
+        for _ in range(2):
+            zero = torch._efficientzerotensor((3, 8), device=DEVICE)
+            out = ours(zero, dim)
+            torch.testing.assert_close(out, ref(zero, dim))
+            assert not out._is_zerotensor()
+    g = torch.randn(3, 8, device=DEVICE)
+    grads = []
+    for op in (ours, ref):  # eager autograd (flashtune.dispatch.eager_autograd)
+        zero = torch._efficientzerotensor((3, 8), device=DEVICE, requires_grad=True)
+        op(zero, -1).backward(g)
+        grads.append(zero.grad)
+    torch.testing.assert_close(grads[0], grads[1])

@@ -97,6 +97,11 @@ class Runtime:
         ``alias_dim``: the caller's spelling of dim (e.g. -1); the plan is stored under it too,
         so the public fast path finds it without normalizing.
         """
+        if x._is_zerotensor():
+            # torch's storage-less zeros (torch._efficientzerotensor, as autograd makes them):
+            # data_ptr() is 0, which Triton's launcher passes as a valid null pointer. torch
+            # computes it (a uniform result), and no plan is stored for it.
+            return torch_forward(x, dim, log)
         if x.numel() == 0:
             return output_like(x, dim)
         # A 0-d tensor's softmax is 1 (log: 0): no kernel, and no plan, whose key () would
