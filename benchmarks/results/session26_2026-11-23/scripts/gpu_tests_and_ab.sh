@@ -9,5 +9,5 @@ mkdir -p "$OUT/t"
 OUT="$OUT/t" MARK=gpu timeout 420 python benchmarks/gpu_tests_parallel.py 14 TAG tests/ > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?"
 tail -4 "$OUT/gpu_tests.txt"
-timeout 170 bash "$HERE/ab_attention.sh"
+timeout 260 bash "$HERE/ab_attention.sh"
 cat "$OUT/device.txt"
