@@ -18,7 +18,6 @@ restores the dispatcher.
 
 # No "from __future__ import annotations": torch.library.custom_op reads real annotations.
 
-import threading
 from typing import Optional
 
 import torch
@@ -38,7 +37,6 @@ _strided = torch.strided
 # Plans of repeated inference calls (see _plan_key); cleared in place by flashtune.dispatch.reset().
 _PLANS = _R.attention_plans
 
-_chooser_lock = threading.Lock()
 # What flashtune.attention passes to attention_forward (flashtune.bench reads it too).
 _chooser: attention_ops.ConfigChooser = _dispatch.choose
 
@@ -48,8 +46,8 @@ def set_config_chooser(chooser: Optional[attention_ops.ConfigChooser]) -> None:
     global _chooser
     if chooser is not None and not callable(chooser):
         raise TypeError(f"chooser must be callable or None, got {type(chooser).__name__}")
-    with _chooser_lock:
-        _chooser = chooser if chooser is not None else _dispatch.choose
+    # One assignment, atomic as it is (no lock: one would have to be remade after fork).
+    _chooser = chooser if chooser is not None else _dispatch.choose
 
 
 @torch.library.custom_op("flashtune::attention_fwd", mutates_args=())

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 from .errors import CacheWarning
 
-_said: set[tuple[str, str]] = set()
-_lock = threading.Lock()
+# The (where, kind) pairs said so far. No lock: dict.setdefault is one atomic step, so of two
+# threads with the same pair only one warns. (A lock here could be left held in a forked child,
+# see flashtune.forks, and waited on forever by a signal handler's flashtune call that
+# interrupted this function in the same thread.)
+_said: dict[tuple[str, str], object] = {}
 
 
 def warn_once(where: str, kind: str, message: str, stacklevel: int = 3) -> bool:
     """Warn with CacheWarning unless (where, kind) was already reported; True if it warned."""
-    with _lock:
-        if (where, kind) in _said:
-            return False
-        _said.add((where, kind))
+    mine = object()
+    if _said.setdefault((where, kind), mine) is not mine:
+        return False
     warnings.warn(message, CacheWarning, stacklevel=stacklevel)
     return True

@@ -122,6 +122,11 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._log = logger(settings)
 
+    def remake_lock(self) -> None:
+        """In a forked child: the parent's lock may be held by a thread the child lacks
+        (flashtune.forks; the runtime calls this for its dispatcher)."""
+        self._lock = threading.Lock()
+
     # The hook of flashtune.gen.softmax_ops.softmax_forward/backward(choose=...) and of
     # flashtune.gen.attention_ops.attention_forward(choose=...).
     def choose(self, op: str, problem: Any, device: torch.device) -> Config:

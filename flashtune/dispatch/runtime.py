@@ -12,6 +12,7 @@ import threading
 
 import torch
 
+from ..forks import after_fork_in_child
 from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
 from ..gen.softmax_space import MAX_COLS
 from .chooser import Dispatcher
@@ -78,6 +79,11 @@ class Runtime:
             self.dispatcher = dispatcher
             for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
                 d.clear()
+
+    def remake_locks(self) -> None:
+        """In a forked child (flashtune.forks): the runtime's and its dispatcher's locks."""
+        self._store_lock = threading.Lock()
+        self.dispatcher.remake_lock()
 
     def store_plan(self, plans: dict, generation: int, plan, *keys) -> None:
         """Store ``plan`` under each of ``keys`` unless reset() ran since ``generation`` (the
@@ -175,6 +181,7 @@ class Runtime:
 
 
 RUNTIME = Runtime()
+after_fork_in_child(RUNTIME.remake_locks)
 
 
 def reset() -> None:

@@ -22,11 +22,18 @@ from pathlib import Path
 from types import ModuleType
 
 from .. import paths
+from ..forks import after_fork_in_child
 from ..regular_file import create_temp_beside, open_regular_file
 from .render import RenderedVariant
 
 _lock = threading.Lock()
 _loaded: dict[tuple[str, str, bool], ModuleType] = {}
+
+
+@after_fork_in_child
+def _new_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
 
 
 def interpreter_mode() -> bool:

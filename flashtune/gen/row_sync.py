@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..forks import after_fork_in_child
+
 # Polls of the row's arrival counter before a program stops waiting and computes its partners'
 # (m, d) from x itself: about 50-100 ms, far beyond any wait among running programs.
 MAX_POLLS = 1 << 16
@@ -178,6 +180,16 @@ class _PartialsState:
 
 _PARTIALS: dict[tuple[torch.device, int], _PartialsState] = {}
 _PARTIALS_LOCK = threading.Lock()
+
+
+@after_fork_in_child
+def _new_locks() -> None:
+    """The workspaces' locks (flashtune.forks). Their tensors stay: CUDA ones belong to the
+    parent's CUDA context, which torch refuses to use in a forked child anyway."""
+    global _PARTIALS_LOCK
+    _PARTIALS_LOCK = threading.Lock()
+    for state in _PARTIALS.values():
+        state.lock = threading.Lock()
 
 
 def polled_partials(device: torch.device,
