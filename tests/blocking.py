@@ -49,3 +49,48 @@ def flashtune_locks() -> list:
     found = {id(v): v for owner in owners for v in vars(owner).values() if isinstance(v, kinds)}
     return list(found.values())
 
+
+
+def held_here(lock) -> bool:
+    """Whether this thread holds ``lock`` (a plain lock: whether anyone does; the tests that
+    ask run no other thread that takes flashtune's locks)."""
+    is_owned = getattr(lock, "_is_owned", None)  # RLock
+    return is_owned() if is_owned is not None else lock.locked()
+
+
+@contextlib.contextmanager
+def interrupting(handler, lock, *, code=None, at: int | None = None):
+    """Run ``handler()`` at each line of flashtune's own code that runs while this thread
+    holds ``lock``: where a signal handler can run (Python runs them between the bytecodes of
+    the main thread, whatever that thread holds), deterministically. ``code``: only in frames
+    of that code object; ``at``: only at the at-th such line (0-based). Never inside
+    ``handler`` itself. Yields a list that gets the line number of each call of ``handler``."""
+    import flashtune
+
+    root = os.path.dirname(flashtune.__file__) + os.sep
+    calls: list[int] = []
+    state = {"busy": False, "seen": 0}
+
+    def local(frame, event, arg):
+        if event == "line" and not state["busy"] and held_here(lock):
+            seen, state["seen"] = state["seen"], state["seen"] + 1
+            if at is None or seen == at:
+                state["busy"] = True
+                try:
+                    handler()
+                finally:
+                    state["busy"] = False
+                calls.append(frame.f_lineno)
+        return local
+
+    def on_call(frame, event, arg):
+        if frame.f_code.co_filename.startswith(root) and (code is None or frame.f_code is code):
+            return local
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        yield calls
+    finally:
+        sys.settrace(previous)

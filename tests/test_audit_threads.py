@@ -1,11 +1,14 @@
 """Audit of concurrency and re-entrancy inside one process: other threads calling
-``flashtune.dispatch.reset()`` (or deciding the same problem) while a first call is under way.
-CPU only (Triton's interpreter, tests/conftest.py); a reset "in another thread" is simulated at
-the exact point inside the call where a thread switch would put it, so each test fails every
-time without its fix."""
+``flashtune.dispatch.reset()`` (or deciding the same problem) while a first call is under way,
+and signal handlers of the same thread calling flashtune inside one. CPU only (Triton's
+interpreter, tests/conftest.py); a reset "in another thread" is simulated at the exact point
+inside the call where a thread switch would put it, a signal handler at each line where one
+could run (blocking.interrupting), so each test fails every time without its fix."""
 
 from __future__ import annotations
 
+import signal
+import sys
 import warnings
 
 import pytest
@@ -14,10 +17,12 @@ import torch
 import flashtune
 import flashtune.dispatch as dispatch
 from attention_cases import config as attention_config
+from blocking import interrupting, within
 from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune.dispatch import plans
 from flashtune.dispatch.chooser import Dispatcher
-from flashtune.gen import variants
+from flashtune.dispatch.runtime import Runtime
+from flashtune.gen import loader, variants
 from flashtune.gen.attention_space import AttentionProblem
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
@@ -160,3 +165,124 @@ def test_attention_plan_of_a_call_that_overlapped_reset_is_not_kept(fresh_db, mo
     torch.testing.assert_close(flashtune.attention(q, k, v).float(), _sdpa(q, k, v),
                                atol=2e-2, rtol=2e-2)
     assert not dispatch.RUNTIME.attention_plans, "a plan of the old settings outlived reset()"
+
+
+# -- re-entry: a signal handler of this thread calling flashtune inside a first call ---------
+
+def _softmax_call(rows: int) -> None:
+    x = torch.randn(rows, 40, device=DEVICE)
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+
+
+def _backward_call(rows: int) -> None:
+    x = torch.randn(rows, 40, device=DEVICE, requires_grad=True)
+    g = torch.randn(rows, 40, device=DEVICE)
+    x64 = x.detach().double().requires_grad_(True)
+    with torch.enable_grad():  # off where a nested call runs inside an autograd.Function
+        flashtune.log_softmax(x).backward(g)
+        torch.log_softmax(x64, -1).backward(g.double())
+    torch.testing.assert_close(x.grad, x64.grad.float())
+
+
+def _attention_call(rows: int) -> None:
+    q = torch.randn(1, 2, rows, 32, device=DEVICE, dtype=torch.float16)
+    k, v = (torch.randn(1, 2, 24, 32, device=DEVICE, dtype=torch.float16) for _ in "kv")
+    torch.testing.assert_close(flashtune.attention(q, k, v).float(), _sdpa(q, k, v),
+                               atol=2e-2, rtol=2e-2)
+
+
+# The locks a first call takes, each held while the call does something long enough for a
+# signal to come (read the database, write and import a kernel, store the plan).
+_FIRST_CALL_LOCKS = {"winner table": lambda: dispatch.RUNTIME.dispatcher._lock,
+                     "kernel import": lambda: loader._lock,
+                     "plan store": lambda: dispatch.RUNTIME._store_lock}
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+@pytest.mark.parametrize("lock", _FIRST_CALL_LOCKS)
+@pytest.mark.parametrize("call", [_softmax_call, _backward_call, _attention_call],
+                         ids=["softmax", "backward", "attention"])
+def test_a_first_call_inside_a_first_call_of_the_same_thread_does_not_deadlock(
+        fresh_db, tmp_path, monkeypatch, call, lock):
+    """Defect: a signal handler runs between two bytecodes of the main thread, whatever locks
+    it holds; one that called flashtune with a new shape while the main thread was inside a
+    first call (loading the winner table, importing a kernel, storing the plan) waited forever
+    on the lock that call held. Here the nested call runs at each line of flashtune's code that
+    runs under the lock, each time with a shape of its own (a first call too): the first one
+    inside the kernel import needs the very kernel being imported."""
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path / "cache"))  # kernels to import
+    dispatch.reset()  # and a winner table to load
+    shapes = iter(range(2, 10_000))
+    with within(60), interrupting(lambda: call(next(shapes)), _FIRST_CALL_LOCKS[lock]()) as calls:
+        call(1)
+    assert calls, f"no nested call ran while the {lock} lock was held"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_a_reset_inside_store_plan_leaves_no_stale_plan(fresh_db, monkeypatch):
+    """Defect: a signal handler that turned flashtune off (FLASHTUNE_DISABLE=1, reset()) while
+    the main thread stored a first call's plan waited forever on the store lock; once the lock
+    let it in, the plan of the old settings was stored after its reset() and served for good.
+    Here the reset runs at each line of store_plan in turn, one first call for each."""
+    for line in range(100):
+        monkeypatch.delenv("FLASHTUNE_DISABLE", raising=False)
+        dispatch.reset()
+
+        def turn_off():
+            monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+            dispatch.reset()
+
+        x = torch.randn(3, 40 + line, device=DEVICE)
+        with within(60), interrupting(turn_off, dispatch.RUNTIME._store_lock,
+                                      code=Runtime.store_plan.__code__, at=line) as calls:
+            torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+        if not calls:
+            break  # store_plan has fewer lines under the lock: each one was tried
+        assert not any(_all_plans()), f"a plan of the old settings outlived reset() (line {line})"
+    assert line > 1, "the reset never ran inside store_plan"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_a_kernel_import_inside_the_same_import_keeps_one_module(tmp_path, monkeypatch):
+    """A nested first call needs the kernel that the interrupted call is importing: it imports
+    the kernel itself. Defect (with a re-entrant lock only): the interrupted call then stored
+    its own module, another than the one sys.modules named; one module per variant is kept.
+    The nested call comes at each line of the import in turn, one first call for each."""
+    for line in range(100):
+        folder = tmp_path / str(line)  # a kernel not imported yet
+        monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(folder))
+        with within(60), interrupting(lambda: _softmax_call(100 + line), loader._lock,
+                                      code=loader.load.__code__, at=line) as calls:
+            _softmax_call(1 + line)
+        if not calls:
+            break  # load has fewer lines under the lock: each one was tried
+        imported = [(key, module) for key, module in loader._loaded.items()
+                    if key[1] == str(folder / "kernels")]
+        assert len(imported) == 1
+        (name, _, _), module = imported[0]
+        assert sys.modules[f"flashtune_kernels.{name}"] is module, f"line {line}"
+    assert line > 5, "the nested call never ran inside load"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_a_first_call_inside_the_rejection_of_a_failed_config(fresh_db, monkeypatch):
+    """Defect: a nested first call (a signal handler's) while the dispatcher rejected a tuned
+    config that failed to launch waited forever on the dispatcher's lock. Here it runs at each
+    line of reject under the lock, each with a shape of its own, of the broken config's bucket."""
+    _broken_tuned_attention(fresh_db, monkeypatch, lambda cfg: None)
+    rows = iter(range(17, 33))
+
+    def nested():
+        n = next(rows)
+        q, k, v = (torch.randn(1, 2, n, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+        torch.testing.assert_close(flashtune.attention(q, k, v).float(), _sdpa(q, k, v),
+                                   atol=2e-2, rtol=2e-2)
+
+    q, k, v = (torch.randn(1, 2, 30, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with within(60), interrupting(nested, dispatch.RUNTIME.dispatcher._lock,
+                                      code=Dispatcher.reject.__code__) as calls:
+            out = flashtune.attention(q, k, v)
+    torch.testing.assert_close(out.float(), _sdpa(q, k, v), atol=2e-2, rtol=2e-2)
+    assert len(calls) > 2, "the nested call never ran inside reject"

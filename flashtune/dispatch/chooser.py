@@ -119,13 +119,18 @@ class Dispatcher:
         # No decision picks one again: a model whose shapes keep changing would otherwise
         # retry the broken kernel (a compile each time on a GPU) and warn for every new shape.
         self._failed: set[tuple] = set()
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler runs in the thread it interrupts, maybe while this lock
+        # is held (loading a table reads the database), and one that calls flashtune with a
+        # new shape would wait forever on a plain lock. Safe to run inside: an inner table()
+        # loads the table itself (the outer one then stores an equal one); an inner reject()
+        # finds the outer one's config in _failed, its stale decisions popped or not yet.
+        self._lock = threading.RLock()
         self._log = logger(settings)
 
     def remake_lock(self) -> None:
         """In a forked child: the parent's lock may be held by a thread the child lacks
         (flashtune.forks; the runtime calls this for its dispatcher)."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # The hook of flashtune.gen.softmax_ops.softmax_forward/backward(choose=...) and of
     # flashtune.gen.attention_ops.attention_forward(choose=...).

@@ -65,7 +65,12 @@ class Runtime:
         # that overlapped a reset came from the old settings and dispatcher (say, before
         # FLASHTUNE_DISABLE=1 or a new FLASHTUNE_DB), and the hot path would serve it forever.
         # First calls only: the hot path reads the plan dicts without a lock.
-        self._store_lock = threading.Lock()
+        # Re-entrant: a signal handler runs in the thread it interrupts, whatever that thread
+        # holds, and one that calls flashtune (a first call stores a plan) or reset() would
+        # wait forever on a plain lock held by the call it interrupted. Both are safe to run
+        # inside: store_plan checks the generation again after storing; a reset() inside
+        # reset() may leave the outer one's settings, read from the environment a moment before.
+        self._store_lock = threading.RLock()
         self.generation = 0
         self.reset()
 
@@ -82,7 +87,7 @@ class Runtime:
 
     def remake_locks(self) -> None:
         """In a forked child (flashtune.forks): the runtime's and its dispatcher's locks."""
-        self._store_lock = threading.Lock()
+        self._store_lock = threading.RLock()
         self.dispatcher.remake_lock()
 
     def store_plan(self, plans: dict, generation: int, plan, *keys) -> None:
@@ -95,6 +100,11 @@ class Runtime:
                 plans.clear()
             for key in keys:
                 plans[key] = plan
+            if generation != self.generation:
+                # reset() ran after the check above, inside this block: a signal handler of
+                # this thread (the lock is re-entrant). Its clear() may have come first.
+                for key in keys:
+                    plans.pop(key, None)
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, dim: int, log: bool, alias_dim: int | None = None):

@@ -26,14 +26,18 @@ from ..forks import after_fork_in_child
 from ..regular_file import create_temp_beside, open_regular_file
 from .render import RenderedVariant
 
-_lock = threading.Lock()
+# Re-entrant: a signal handler runs in the thread it interrupts, maybe while this lock is held
+# (writing and importing a kernel, which runs Triton's @jit), and one that calls flashtune with
+# a new shape would wait forever on a plain lock. Safe to run inside: the inner load writes and
+# imports its variant itself, even the one the outer load is importing (see load).
+_lock = threading.RLock()
 _loaded: dict[tuple[str, str, bool], ModuleType] = {}
 
 
 @after_fork_in_child
 def _new_lock() -> None:
     global _lock
-    _lock = threading.Lock()
+    _lock = threading.RLock()
 
 
 def interpreter_mode() -> bool:
@@ -159,5 +163,8 @@ def load(variant: RenderedVariant) -> ModuleType:
             except BaseException:
                 sys.modules.pop(name, None)
                 raise
-            _loaded[key] = module
+            # A load inside this one (a signal handler's, see _lock) may have imported the
+            # same variant meanwhile: one module per variant, the first one stored.
+            module = _loaded.setdefault(key, module)
+            sys.modules[name] = module
     return module
