@@ -22,7 +22,7 @@ from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune.dispatch import plans
 from flashtune.dispatch.chooser import Dispatcher
 from flashtune.dispatch.runtime import Runtime
-from flashtune.gen import loader, variants
+from flashtune.gen import loader, row_sync, variants
 from flashtune.gen.attention_space import AttentionProblem
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"),
@@ -286,3 +286,38 @@ def test_a_first_call_inside_the_rejection_of_a_failed_config(fresh_db, monkeypa
             out = flashtune.attention(q, k, v)
     torch.testing.assert_close(out.float(), _sdpa(q, k, v), atol=2e-2, rtol=2e-2)
     assert len(calls) > 2, "the nested call never ran inside reject"
+
+
+def _fake_persistent_launch(device: torch.device, n: int) -> None:
+    """What a persistent split launch does with its polled-partials workspace, the kernel's
+    part in stream order (CPU: no such kernel here): finds its half all zero, zeroes the
+    stale words of the launch before, writes its partials."""
+    with row_sync.polled_partials(device, n) as ws:
+        assert not ws.slots.any(), "a launch got a half that holds another launch's partials"
+        ws.stale[:ws.n_stale] = 0
+        ws.slots[:n] = 7
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_a_launch_inside_a_launch_of_the_same_thread_gets_a_workspace_of_its_own():
+    """Defect: the persistent split (CUDA) holds its workspace's lock from before its launch to
+    after it, so a signal handler's launch on the same stream inside it waited forever on the
+    lock; let in, it would get the half the interrupted launch writes. Here a nested launch
+    runs at each line of the workspace code under either workspace lock, then launches check
+    that the halves still alternate cleanly."""
+    device = torch.device("cpu")
+    row_sync._PARTIALS.pop((device, 0), None)
+    try:
+        with within(30), interrupting(lambda: _fake_persistent_launch(device, 3000),
+                                      row_sync._PARTIALS_LOCK) as calls:
+            _fake_persistent_launch(device, 2000)  # a new workspace: made under the lock
+        assert calls, "no launch ran while a workspace was made"
+        state = row_sync._PARTIALS[(device, 0)]
+        with within(30), interrupting(lambda: _fake_persistent_launch(device, 6),
+                                      state.lock) as calls:
+            _fake_persistent_launch(device, 8)
+        assert len(calls) > 3, "no launch ran inside another"
+        for n in (5, 8, 3, 8):
+            _fake_persistent_launch(device, n)
+    finally:
+        row_sync._PARTIALS.pop((device, 0), None)

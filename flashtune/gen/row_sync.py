@@ -175,11 +175,19 @@ class _PartialsState:
         self.tickets = torch.zeros(2, dtype=torch.int32, device=device)
         self.half = 0  # the half the next launch writes
         self.written = [0, 0]  # leading words of each half that hold a launch's partials
-        self.lock = threading.Lock()
+        # Held by a launch from before it is enqueued to after (_PartialsLaunch), `busy` while
+        # it has the halves. A signal handler runs in the thread it interrupts, and one that
+        # launched on this workspace meanwhile would wait forever on a plain lock, or, let in,
+        # get the half the interrupted launch is about to write: re-entrant, and a launch that
+        # finds the workspace busy gets one of its own (_fresh_partials).
+        self.lock = threading.RLock()
+        self.busy = False
 
 
 _PARTIALS: dict[tuple[torch.device, int], _PartialsState] = {}
-_PARTIALS_LOCK = threading.Lock()
+# Re-entrant for a signal handler's launch too; the workspace it makes for a new stream or a
+# larger launch is replaced by the interrupted one's (as when a workspace grows).
+_PARTIALS_LOCK = threading.RLock()
 
 
 @after_fork_in_child
@@ -187,9 +195,10 @@ def _new_locks() -> None:
     """The workspaces' locks (flashtune.forks). Their tensors stay: CUDA ones belong to the
     parent's CUDA context, which torch refuses to use in a forked child anyway."""
     global _PARTIALS_LOCK
-    _PARTIALS_LOCK = threading.Lock()
+    _PARTIALS_LOCK = threading.RLock()
     for state in _PARTIALS.values():
-        state.lock = threading.Lock()
+        state.lock = threading.RLock()
+        state.busy = False
 
 
 def polled_partials(device: torch.device,
@@ -201,13 +210,14 @@ def polled_partials(device: torch.device,
     by the time this one runs) wrote the other half's first `n_stale` words, and this launch
     zeroes them. The halves swap only when the launch was enqueued (no exception), under a
     lock, so threads sharing a stream cannot enqueue two launches on one half. A CUDA graph
-    gets a workspace of its own (`_stream_key`).
+    gets a workspace of its own (`_stream_key`), and so does a launch that a signal handler
+    makes inside another launch on this workspace, in its thread (`_PartialsState`).
 
     Plain classes rather than a generator context manager: this runs on every launch, and
     the generator machinery cost several microseconds of host time there."""
     key = _stream_key(device)
     if key is None:
-        return _graph_partials(device, n_items)
+        return contextlib.nullcontext(_fresh_partials(device, n_items))
     state = _PARTIALS.get(key)
     if state is None or state.words.shape[1] < n_items:
         with _PARTIALS_LOCK:
@@ -228,25 +238,30 @@ class _PartialsLaunch:
     def __enter__(self) -> Partials:
         state = self.state
         state.lock.acquire()
+        if state.busy:  # a launch of this thread that it interrupted has the halves
+            self.half = -1
+            return _fresh_partials(state.words.device, self.n_items)
+        state.busy = True
         half = self.half = state.half
         return Partials(state.halves[half], state.halves[1 - half], state.written[1 - half],
                         state.tickets)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         state = self.state
+        half = self.half
         try:
-            if exc_type is None:  # enqueued: the other half is zeroed, this one written
-                half = self.half
+            if exc_type is None and half >= 0:  # enqueued: the other half zeroed, this written
                 state.written[1 - half] = 0
                 state.written[half] = self.n_items
                 state.half = 1 - half
         finally:
+            if half >= 0:
+                state.busy = False
             state.lock.release()
 
 
-def _graph_partials(device: torch.device, n_items: int) -> contextlib.nullcontext[Partials]:
-    """A zeroed workspace of a launch's own, made inside the CUDA graph being captured (nothing
-    to swap on exit)."""
+def _fresh_partials(device: torch.device, n_items: int) -> Partials:
+    """A zeroed workspace of a launch's own, never kept (nothing to swap on exit): for a launch
+    inside a CUDA graph being captured, or one that interrupted a launch on the shared one."""
     words = torch.zeros((2, max(n_items, 1)), dtype=torch.int64, device=device)
-    return contextlib.nullcontext(
-        Partials(words[0], words[1], 0, torch.zeros(2, dtype=torch.int32, device=device)))
+    return Partials(words[0], words[1], 0, torch.zeros(2, dtype=torch.int32, device=device))
