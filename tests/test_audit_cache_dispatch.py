@@ -242,6 +242,39 @@ def test_cli_names_a_malformed_url(tmp_path, capsys, command, db, reason):
     assert lines[0].startswith(f"flashtune {command[0]}: error: ") and reason in lines[0]
 
 
+def test_errors_about_a_url_from_the_environment_name_flashtune_db(tmp_path, capsys,
+                                                                    monkeypatch):
+    # Defect: a command given no --db reported FLASHTUNE_DB's URL as "url: SQLite URL
+    # parameter(s) 'timeout' not supported", without the URL or where it came from (such a
+    # FLASHTUNE_DB worked before SQLite parameters were refused); a read-only one told the
+    # user to "give the URL without ?mode=ro" to a command that was given none.
+    from flashtune.cache import CacheError, TuneDB
+
+    db = tmp_path / "t.sqlite"
+    seed(db, "softmax", "float32", (4, 32), _GOOD)
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{db}?timeout=5")
+    with pytest.raises(ValueError, match=r"^FLASHTUNE_DB: SQLite URL parameter\(s\) 'timeout'"):
+        resolve_url(None)
+    for command in (["show"], ["clear", "--yes"]):
+        rc, _, err = run_cli(capsys, *command)
+        assert rc == 2 and err.strip() == (
+            f"flashtune {command[0]}: error: FLASHTUNE_DB: SQLite URL parameter(s) 'timeout' "
+            "not supported; the only one flashtune takes is mode=ro (open the database "
+            "read-only)"), err
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{db}?mode=ro")
+    with pytest.raises(CacheError, match=r"^FLASHTUNE_DB=sqlite:///.*set FLASHTUNE_DB without"):
+        TuneDB()
+    rc, _, err = run_cli(capsys, "clear", "--yes")
+    assert rc == 2 and err.startswith(f"flashtune clear: error: FLASHTUNE_DB=sqlite:///{db}?mode=ro "
+                                      "is read-only"), err
+    assert "set FLASHTUNE_DB without ?mode=ro" in err
+    # A URL that was given is still "url", and its fix is still to give it without ?mode=ro.
+    with pytest.raises(ValueError, match=r"^url: "):
+        resolve_url(f"sqlite:///{db}?timeout=5")
+    rc, _, err = run_cli(capsys, "clear", "--yes", "--db", f"sqlite:///{db}?mode=ro")
+    assert rc == 2 and "give the URL without ?mode=ro" in err and "FLASHTUNE_DB" not in err
+
+
 def test_a_url_parameter_flashtune_cannot_honour_runs_the_model(fresh_db, monkeypatch):
     seed(fresh_db, "softmax", "float32", (3, 20), row_config(32))
     monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{fresh_db}?timeout=5")

@@ -58,7 +58,7 @@ class TuneDB:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._url = resolve_url(url)
         if not read_only:
-            check_writable(self._url)
+            check_writable(self._url, from_env=url is None)
         self._where = display(self._url)
         self._timeout = float(timeout)
         self._read_only = bool(read_only)

@@ -45,11 +45,20 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     A value without "://" is taken as the path of an SQLite file.
     """
     if url is None:
-        url = os.environ.get(DB_ENV, "").strip() or None  # set but blank: as if unset
-    if url is None:
-        from ..paths import cache_dir
+        env = os.environ.get(DB_ENV, "").strip()  # set but blank: as if unset
+        if not env:
+            from ..paths import cache_dir
 
-        return URL.create("sqlite", database=str(cache_dir() / DB_FILE))
+            return URL.create("sqlite", database=str(cache_dir() / DB_FILE))
+        try:
+            return _resolve_given(env)
+        except ValueError as err:
+            # Name where the URL came from: a command given no --db never saw a "url".
+            raise ValueError(f"{DB_ENV}: {str(err).removeprefix('url: ')}") from None
+    return _resolve_given(url)
+
+
+def _resolve_given(url: str | os.PathLike | URL) -> URL:
     if isinstance(url, str) and not url.strip():
         # Path("") is the current folder: an explicit empty value (--db "") is a mistake
         raise ValueError("url: empty; give an SQLAlchemy URL or an SQLite file path")
@@ -114,13 +123,16 @@ def read_only_url(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.query.get("mode") == "ro"
 
 
-def check_writable(url: URL) -> None:
+def check_writable(url: URL, *, from_env: bool = False) -> None:
     """CacheError when the URL opens the database read-only: a writer (tune, import, clear)
-    refuses before it does anything, rather than fail at its first write."""
+    refuses before it does anything, rather than fail at its first write. ``from_env``: the
+    URL is $FLASHTUNE_DB's (no URL was given), which the message then names."""
     if read_only_url(url):
-        raise CacheError(f"{display(url)} is read-only (mode=ro in the URL): flashtune writes "
-                         "nothing to it; to tune, import or clear, give the URL without "
-                         "?mode=ro")
+        where = f"{DB_ENV}={display(url)}" if from_env else display(url)
+        fix = (f"set {DB_ENV} without ?mode=ro, or name a writable database (--db)" if from_env
+               else "give the URL without ?mode=ro")
+        raise CacheError(f"{where} is read-only (mode=ro in the URL): flashtune writes "
+                         f"nothing to it; to tune, import or clear, {fix}")
 
 
 def display(url: URL) -> str:

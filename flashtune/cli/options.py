@@ -19,7 +19,7 @@ def check_writable_db(db) -> None:
     when it is malformed or opens the database read-only (``?mode=ro``)."""
     from ..cache.engine import check_writable, resolve_url
 
-    check_writable(resolve_url(db))
+    check_writable(resolve_url(db), from_env=db is None)
 
 
 def check_out_folder(out: Path) -> None:
