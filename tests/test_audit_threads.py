@@ -321,3 +321,33 @@ def test_a_launch_inside_a_launch_of_the_same_thread_gets_a_workspace_of_its_own
             _fake_persistent_launch(device, n)
     finally:
         row_sync._PARTIALS.pop((device, 0), None)
+
+
+def test_a_reset_publishes_its_generation_after_its_settings():
+    """Defect: reset() bumped the generation before it set the new settings and dispatcher; a
+    first call in another thread reading both in between paired the new generation with the
+    old dispatcher, and store_plan kept that plan after the reset. Here what such a call would
+    read is taken at each line of reset() under its lock."""
+    seen = []
+    runtime = dispatch.RUNTIME
+    with within(60), interrupting(
+            lambda: seen.append((runtime.generation, runtime.dispatcher, runtime.disabled)),
+            runtime._store_lock, code=Runtime.reset.__code__):
+        dispatch.reset()
+    assert len(seen) > 3, "reset() ran too few lines under its lock"
+    for generation, dispatcher, disabled in seen:
+        if generation == runtime.generation:
+            assert dispatcher is runtime.dispatcher and disabled == runtime.disabled
+
+
+def test_a_first_call_that_passed_the_disable_check_before_a_reset_stores_no_plan(
+        fresh_db, monkeypatch):
+    """Defect: flashtune.softmax checks FLASHTUNE_DISABLE first; with reset() in another
+    thread right after that check, the call built a kernel plan under the new generation, and
+    the hot path served our kernels for good although flashtune was off. RUNTIME.forward is
+    where such a call is when the reset lands."""
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    x = torch.randn(3, 37, device=DEVICE)
+    torch.testing.assert_close(dispatch.RUNTIME.forward(x, 1, False), torch.softmax(x, 1))
+    assert not any(_all_plans())

@@ -78,10 +78,13 @@ class Runtime:
         settings = Settings.from_env()
         dispatcher = Dispatcher(settings)
         with self._store_lock:
-            self.generation += 1
+            # The new generation last: a first call in another thread (no lock) that reads it
+            # then finds the new settings and dispatcher too. Bumped first, a call could pair
+            # the new generation with the old dispatcher, and store that plan after the clear.
             self.settings = settings
             self.disabled = settings.disabled
             self.dispatcher = dispatcher
+            self.generation += 1
             for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
                 d.clear()
 
@@ -128,6 +131,10 @@ class Runtime:
         plans = self.plans[op]
         base = (x.shape, x.stride(), x.dtype, x.device)
         generation = self.generation  # before the plan is read or decided (see store_plan)
+        if self.disabled:
+            # FLASHTUNE_DISABLE=1 came with a reset() in another thread after the caller's own
+            # check: a plan built now would carry on with our kernels for good.
+            return torch_forward(x, dim, log)
         plan = plans.get(base + (dim,))
         keys: tuple = ()
         if plan is not None:
