@@ -209,6 +209,9 @@ def _plan_key(q, k, v, causal, scale, return_lse):
             and (q.is_cuda or q.is_cpu)  # meta (shape inference) takes the op's fake kernel
             # a negative-bit view's memory holds -x: the op's Negative fallback resolves it
             and not (q.is_neg() or k.is_neg() or v.is_neg())
+            # a storage-less zero tensor (torch._efficientzerotensor) has data_ptr() 0, which
+            # the launcher passes on as a valid pointer: the op's ZeroTensor fallback fills it
+            and not (q._is_zerotensor() or k._is_zerotensor() or v._is_zerotensor())
             and type(causal) is bool and type(return_lse) is bool
             and (scale is None or type(scale) is float)
             and _chooser is _dispatch.choose

@@ -495,3 +495,19 @@ def test_tma_refuses_rows_that_repeat_or_overlap():
     assert "overlap" in attention_ops.tma_misfit(dense, repeated)
     overlapping = dense.flatten().as_strided((1, 2, 32, 64), (4096, 2048, 8, 1))
     assert "overlap" in attention_ops.tma_misfit(overlapping)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["q", "k", "v"])
+def test_a_storage_less_zero_tensor_input_gives_the_result_of_zeros(fresh_db, which):
+    """Defect: a torch._efficientzerotensor (what autograd makes for zero gradients) has
+    data_ptr() 0 and a plain tensor's plan key; the kernel was launched on it (the interpreter
+    raised 'invalid python storage'; on CUDA it would read address 0), first call or from a
+    stored plan. It takes the op, whose ZeroTensor fallback gives the kernel real zeros."""
+    q, k, v = _qkv(DEVICE, nq=16, nk=16, d=32)
+    args = [q, k, v]
+    flashtune.attention(q, k, v)  # a plan for this exact key exists now
+    args[which] = torch._efficientzerotensor(q.shape, dtype=q.dtype, device=q.device)
+    dense = [torch.zeros_like(q) if a._is_zerotensor() else a for a in args]
+    out = flashtune.attention(*args)
+    torch.testing.assert_close(out, flashtune.attention(*dense), atol=0, rtol=0)
+    assert out.isfinite().all()
