@@ -8,8 +8,13 @@ locks anew.
 
 What the locks guard is left as the fork found it: whatever a thread of the parent was making
 then (a winner table, a kernel module, a plan) is made again in the child by the first call
-that needs it. A ``flashtune.dispatch.reset()`` that was under way may be half done there; the
-child can call it again.
+that needs it. A ``flashtune.dispatch.reset()`` that another thread had under way is finished
+in the child (Runtime.remake_locks): half done, the child would keep serving the plans of the
+old settings (say, kernels after FLASHTUNE_DISABLE=1) until its own next reset.
+
+A remake runs in every forked child, so it must never raise: Python would print the exception
+in each child ("Exception ignored in ..."). ``after_fork_in_child`` drops one that does (the
+child is then as it would be without that remake).
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ from typing import Callable
 
 def after_fork_in_child(remake: Callable[[], None]) -> Callable[[], None]:
     """Run ``remake()`` in the child of every fork (nothing to do where there is no fork:
-    Windows). Returns ``remake``, so it can decorate the function that does it."""
+    Windows), never raising. Returns ``remake``, so it can decorate the function that does it."""
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=remake)
+        def quietly() -> None:
+            try:
+                remake()
+            except Exception:  # noqa: BLE001 - see the module docstring
+                pass
+
+        os.register_at_fork(after_in_child=quietly)
     return remake

@@ -95,3 +95,99 @@ def test_a_child_forked_while_a_thread_held_flashtune_locks_runs_first_calls(
     status = _wait(pid, CHILD_TIMEOUT_S)
     assert status is not None, f"the forked child's first calls hung (> {CHILD_TIMEOUT_S} s)"
     assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed (its stderr above)"
+
+
+def test_a_child_forked_during_another_threads_reset_finishes_it(tmp_path, monkeypatch):
+    """Defect: a fork while another thread was inside dispatch.reset() (past `disabled`, before
+    the new generation and the clear) left the child with FLASHTUNE_DISABLE=1 set and the old
+    plans stored: the hot path served our kernels there for good."""
+    import sys
+
+    from flashtune.dispatch.runtime import Runtime
+
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("FLASHTUNE_DISABLE", raising=False)
+    dispatch.reset()
+    runtime = dispatch.RUNTIME
+    x = torch.randn(4, 32, device=DEVICE)
+    flashtune.softmax(x)
+    plans = runtime.plans["softmax"]
+    assert plans, "no plan stored (needs the interpreter, tests/conftest.py)"
+    kernel_result = torch.full_like(x, 7.0)  # what "the kernel plan" gives
+    for key in list(plans):
+        plans[key] = lambda t: kernel_result
+    assert flashtune.softmax(x) is kernel_result
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+
+    inside, forked = threading.Event(), threading.Event()
+    code = Runtime.reset.__code__
+
+    def trace(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def local(frame, event, arg):
+            # The first line after `self.disabled = ...` ran: the reset is half done.
+            if event == "line" and runtime.disabled and not inside.is_set():
+                inside.set()
+                forked.wait()
+            return local
+        return local
+
+    def resetting():
+        sys.settrace(trace)
+        try:
+            dispatch.reset()
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=resetting)
+    thread.start()
+    assert inside.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            status = 1
+            try:
+                out = flashtune.softmax(x)
+                assert out is not kernel_result, "the child served a plan of the old settings"
+                torch.testing.assert_close(out, torch.softmax(x, -1))
+                assert runtime.disabled and runtime.dispatcher.settings.disabled
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+    finally:
+        forked.set()
+        thread.join()
+    status = _wait(pid, CHILD_TIMEOUT_S)
+    assert status is not None, f"the forked child hung (> {CHILD_TIMEOUT_S} s)"
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed (its stderr above)"
+    monkeypatch.delenv("FLASHTUNE_DISABLE")
+    dispatch.reset()
+
+
+def test_a_remake_that_raises_says_nothing_in_the_child(tmp_path):
+    """Defect: a remake that raised (a monkeypatched RUNTIME.dispatcher without remake_lock,
+    say) was printed by Python in every forked child ("Exception ignored in ...")."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from flashtune.forks import after_fork_in_child\n"
+        "def remake():\n"
+        "    raise AttributeError('no remake_lock')\n"
+        "after_fork_in_child(remake)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(flashtune.__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no remake_lock" not in done.stderr and "Exception ignored" not in done.stderr, \
+        done.stderr

@@ -89,8 +89,27 @@ class Runtime:
                 d.clear()
 
     def remake_locks(self) -> None:
-        """In a forked child (flashtune.forks): the runtime's and its dispatcher's locks."""
-        self._store_lock = threading.RLock()
+        """In a forked child (flashtune.forks): the runtime's and its dispatcher's locks.
+
+        A store lock that another thread of the parent held at the fork (it does not exist
+        here) may have been inside reset(), which the child then finishes: settings, disabled
+        and dispatcher made to agree, a new generation and no plans. Otherwise the child could
+        serve the old settings' plans (our kernels after FLASHTUNE_DISABLE=1, say) for good.
+        Inside store_plan instead, this only costs the child its plans. (Held by the thread
+        that forked, the lock is left as it is: that thread goes on in the child.)"""
+        lock = self._store_lock
+        held_elsewhere = not lock.acquire(blocking=False)
+        if held_elsewhere:
+            settings = self.settings
+            self.disabled = settings.disabled
+            if self.dispatcher.settings is not settings:
+                self.dispatcher = Dispatcher(settings)
+            self.generation += 1
+            for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
+                d.clear()
+            self._store_lock = threading.RLock()
+        else:
+            lock.release()
         self.dispatcher.remake_lock()
 
     def store_plan(self, plans: dict, generation: int, plan, *keys) -> None:
