@@ -115,7 +115,9 @@ def _input_argument(input, x, log: bool):
     """The input tensor of a call that named it ``x`` (the former keyword) or gave none."""
     name = "log_softmax" if log else "softmax"
     if x is None:
-        raise TypeError(f"{name}() missing required argument 'input' (a torch.Tensor)")
+        # softmax() and softmax(None) look alike here (None is the default)
+        raise TypeError(f"{name}() missing required argument 'input': a torch.Tensor, got "
+                        "none (or None)")
     if input is not None:
         raise TypeError(f"{name}() got the input twice: as 'input' and as 'x' (the former name "
                         "of 'input'); pass it once")

@@ -351,3 +351,62 @@ def test_a_first_call_that_passed_the_disable_check_before_a_reset_stores_no_pla
     x = torch.randn(3, 37, device=DEVICE)
     torch.testing.assert_close(dispatch.RUNTIME.forward(x, 1, False), torch.softmax(x, 1))
     assert not any(_all_plans())
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_a_reject_inside_the_rejection_of_the_same_config_warns_once(fresh_db, monkeypatch):
+    """Defect (review): reject checked "failed here before?" and recorded the failure in two
+    steps; a signal handler's first call in between failed on the same tuned config, and both
+    rejects counted as the first, two warnings for one broken config. The nested call comes
+    at each line of reject in turn, a fresh dispatcher for each."""
+    from flashtune.dispatch import DispatchWarning
+
+    _broken_tuned_attention(fresh_db, monkeypatch, lambda cfg: None)
+    nested_ran = 0
+    for line in range(40):
+        dispatch.reset()
+        x = [torch.randn(1, 2, 30, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv"]
+        y = [torch.randn(1, 2, 29, 32, device=DEVICE, dtype=torch.float16) for _ in "qkv"]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with within(60), interrupting(lambda: flashtune.attention(*y),
+                                          dispatch.RUNTIME.dispatcher._lock,
+                                          code=Dispatcher.reject.__code__, at=line) as calls:
+                flashtune.attention(*x)
+        if not calls:
+            break
+        nested_ran += 1
+        fallbacks = [w for w in caught if issubclass(w.category, DispatchWarning)]
+        assert len(fallbacks) == 1, (line, [str(w.message)[:80] for w in fallbacks])
+    assert nested_ran > 2, "the nested call never ran inside reject"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+def test_an_import_that_fails_after_a_nested_import_keeps_the_nested_module(tmp_path,
+                                                                           monkeypatch):
+    """Defect (review): a signal handler imported the same kernel inside an import (stored in
+    loader._loaded and sys.modules) and then raised (a KeyboardInterrupt, say); the failed
+    outer import popped sys.modules' entry, which was the nested call's module, still served
+    from loader._loaded. The handler runs just before the outer import executes the source."""
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path))
+    exec_line = next(i for i, text in enumerate(open(loader.__file__), 1)
+                     if "exec(code, module.__dict__)" in text)
+    seen = []
+
+    def nested_then_raise():
+        traced = sys._getframe(2)  # the handler's caller is the trace function, its load
+        if traced.f_code is not loader.load.__code__ or traced.f_lineno != exec_line or seen:
+            return
+        seen.append(1)
+        _softmax_call(200)  # the same kernel: rows do not change the variant
+        raise KeyboardInterrupt
+
+    with within(60), interrupting(nested_then_raise, loader._lock, code=loader.load.__code__):
+        with pytest.raises(KeyboardInterrupt):
+            _softmax_call(3)
+    assert seen, "the handler never ran at the exec line"
+    imported = [(key, module) for key, module in loader._loaded.items()
+                if key[1] == str(tmp_path / "kernels")]
+    assert len(imported) == 1
+    (name, _, _), module = imported[0]
+    assert sys.modules.get(f"flashtune_kernels.{name}") is module

@@ -94,6 +94,8 @@ def test_input_given_twice_or_not_at_all_is_a_type_error(ours, device):
         ours()
     with pytest.raises(TypeError, match="missing required argument 'input'"):
         ours(dim=-1)
+    with pytest.raises(TypeError, match=r"missing required argument 'input'.*\(or None\)"):
+        ours(None, -1)
     with pytest.raises(TypeError, match="^x must be a torch.Tensor, got list"):
         ours(x=[1.0, 2.0])
     with pytest.raises(TypeError, match="^input must be a torch.Tensor, got list"):

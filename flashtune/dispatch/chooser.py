@@ -118,7 +118,7 @@ class Dispatcher:
         # (op, device index, config) of tuned configs that failed to build or launch here.
         # No decision picks one again: a model whose shapes keep changing would otherwise
         # retry the broken kernel (a compile each time on a GPU) and warn for every new shape.
-        self._failed: set[tuple] = set()
+        self._failed: dict[tuple, object] = {}  # configs that failed (a dict: see reject)
         # Re-entrant: a signal handler runs in the thread it interrupts, maybe while this lock
         # is held (loading a table reads the database), and one that calls flashtune with a
         # new shape would wait forever on a plain lock. Safe to run inside: an inner table()
@@ -164,8 +164,10 @@ class Dispatcher:
         Returns (that default, whether this config failed here for the first time)."""
         index = device_index(device)
         with self._lock:
-            first = (op, index, config) not in self._failed
-            self._failed.add((op, index, config))
+            # One call is first, also when a signal handler's reject of the same config runs
+            # in between (the lock is re-entrant): setdefault checks and stores in one step.
+            token = object()
+            first = self._failed.setdefault((op, index, config), token) is token
             if first:
                 stale = [key for key, c in list(self._choices.items())
                          if key[0] == op and key[1] == index and c.config == config]

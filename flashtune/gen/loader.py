@@ -161,7 +161,8 @@ def load(variant: RenderedVariant) -> ModuleType:
             try:
                 exec(code, module.__dict__)
             except BaseException:
-                sys.modules.pop(name, None)
+                if sys.modules.get(name) is module:  # not a nested load's module (see below)
+                    del sys.modules[name]
                 raise
             # A load inside this one (a signal handler's, see _lock) may have imported the
             # same variant meanwhile: one module per variant, the first one stored.
