@@ -9,15 +9,15 @@ own bookkeeping only.
 
 The registered ops (flashtune.dispatch.library) stay for what needs them: torch.compile and
 export tracing, torch.jit.trace, tensor subclasses and dispatch modes (flashtune.ops routes
-those there), and double backward: with create_graph the backward calls the registered
-backward op, which has its own autograd formula.
+those there), double backward (with create_graph the backward calls the registered backward
+op, which has its own autograd formula) and compiled autograd (dynamo traces the backward).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .call_state import functorch_active
+from .call_state import functorch_active, is_compiling
 from .runtime import RUNTIME
 
 # torch.autograd.grad(is_grads_batched=True) and jacobian/hessian(vectorize=True) batch the
@@ -40,12 +40,14 @@ class SoftmaxFunction(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         (y,) = ctx.saved_tensors
         if (torch.is_grad_enabled() or type(grad) is not torch.Tensor or functorch_active()
-                or _legacy_batched(grad)):
-            # create_graph (double backward), a gradient of a tensor subclass, or batched
+                or _legacy_batched(grad) or is_compiling()):
+            # create_graph (double backward), a gradient of a tensor subclass, batched
             # gradients (torch.autograd.grad(is_grads_batched=True), jacobian/hessian with
             # vectorize=True run this backward under vmap: the gradient is a storage-less
-            # wrapper no kernel can read): the registered op has the autograd formula, the
-            # dispatch rules and the vmap rule for all three.
+            # wrapper no kernel can read), or compiled autograd (dynamo traces this backward
+            # with fake tensors: a direct launch would trace into the launcher and fail): the
+            # registered op has the autograd formula, the dispatch rules, the vmap rule and
+            # the fake implementation for all four.
             from . import library
 
             op = library.log_softmax_backward if ctx.log else library.softmax_backward
