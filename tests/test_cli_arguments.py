@@ -327,3 +327,60 @@ def test_an_unknown_option_is_named_by_its_subcommand(capsys, argv):
     assert exited.value.code == 2
     assert f"flashtune {argv[0]}: error: unrecognized arguments: " in err, err
     assert f"usage: flashtune {argv[0]}" in err, err
+
+
+@pytest.mark.parametrize("content", [b"hello notes\n", b"\x00\xf8SQLite format 3\n",
+                                     b'{"op_code": 0}\nnot json\n', b"[1, 2]\n", b"hello"])
+def test_tune_refuses_a_journal_that_is_not_an_optuna_journal_and_leaves_it_alone(
+        tmp_path, capsys, content):
+    # Defect: Optuna appended its records to any existing file (a notes file, the winner
+    # database named by mistake) and then the run failed with a bare "flashtune tune: error:
+    # Expecting value: line 1 column 1 (char 0)" or a UTF-8 error naming neither --journal
+    # nor the file.
+    journal, db = tmp_path / "notes.txt", tmp_path / "t.sqlite"
+    journal.write_bytes(content)
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:8x100",
+                         "--trials", "1", "--quiet", "--journal", str(journal), "--db", str(db))
+    _one_line_error(rc, err, "tune", "--journal", str(journal), "not an Optuna journal")
+    assert journal.read_bytes() == content and not db.exists()
+
+
+def test_tune_drops_a_journal_record_cut_off_by_a_dead_writer(tmp_path, capsys):
+    # Defect: a record cut off at the end of the journal (a run killed, or out of disk space,
+    # while appending) was skipped by Optuna's reader, but the next run's first record was
+    # glued onto it, and every run after that failed with "flashtune tune: error: Expecting
+    # ',' delimiter: line 1 column 30 (char 29)".
+    journal, db = tmp_path / "j.log", tmp_path / "t.sqlite"
+    args = ("tune", "--interpret", "--problem", "softmax:float32:8x100", "--trials", "1",
+            "--quiet", "--journal", str(journal), "--db", str(db))
+    assert run_cli(capsys, *args)[0] == 0
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b'{"op_code":5,"worker_id":"x')
+    rc, _, err = run_cli(capsys, *args)
+    assert rc == 0 and "dropped its last record" in err, err
+    assert journal.read_bytes().startswith(whole)
+    rc, _, err = run_cli(capsys, *args)  # failed here before the fix
+    assert rc == 0 and "dropped" not in err, err
+    for line in journal.read_bytes().splitlines():
+        assert json.loads(line)["op_code"] is not None
+
+
+def test_tune_takes_a_repeated_problem_once(tmp_path, capsys, monkeypatch):
+    # Defect: `--problem X --problem X` (or 8x100 and 8X100) searched the problem twice, from
+    # scratch without a journal; --ops and --dtypes already took each name once.
+    import types
+
+    import flashtune.tuner.session as session
+
+    seen = []
+
+    def fake_run_session(problems, db, options, device=None):
+        seen.extend(p.label() for p in problems)
+        return session.SessionResult(types.SimpleNamespace(name="cpu"), [], 0.0)
+
+    monkeypatch.setattr(session, "run_session", fake_run_session)
+    rc, out, err = run_cli(capsys, "tune", "--interpret", "--quiet", "--db",
+                           str(tmp_path / "t.sqlite"), "--problem", "softmax:float32:8x100",
+                           "--problem", "softmax:float16:8x100", "--problem", "softmax:float32:8X100")
+    assert rc == 0, err
+    assert seen == ["softmax:float32:8x100", "softmax:float16:8x100"]

@@ -176,11 +176,66 @@ def _check_journal(journal: str | None) -> None:
         raise ValueError(f"--journal: {journal} is a folder; give a journal file path")
     if path.exists() and not path.is_file():  # a pipe or a device: Optuna's reads would hang
         raise ValueError(f"--journal: {journal} is not a regular file; give a journal file path")
+    if path.is_file():
+        _check_journal_records(path, journal)
     try:
         with open(path, "ab"):  # creates it, as Optuna would; an existing journal is kept as is
             pass
     except OSError as err:  # read-only folder or file, a dangling link, /proc ...
         raise ValueError(f"--journal: cannot write {journal} ({err.strerror or err})") from None
+
+
+_RECORD_START = b'{"op_code":'  # how Optuna's journal writer begins every record
+
+
+def _journal_lines(path: Path, journal: str) -> list[bytes]:
+    try:
+        return path.read_bytes().split(b"\n")  # the last item: what follows the last newline
+    except OSError as err:
+        raise ValueError(f"--journal: cannot read {journal} ({err.strerror or err})") from None
+
+
+def _check_journal_records(path: Path, journal: str) -> None:
+    """An existing journal file must hold Optuna journal records. Optuna appends to any file
+    (a notes file, the winner database named by mistake) and then fails on reading it with a
+    bare "Expecting value: line 1 column 1 (char 0)" or a UTF-8 error.
+
+    A record cut off at the end (a writer killed or out of disk space while appending) is
+    skipped by Optuna's reader, but the next append is glued onto it and every later run fails
+    on that line: it is dropped here, under Optuna's own journal lock (a writer holds it while
+    appending, so a record still being written by a live run is waited for, not cut)."""
+    import json
+
+    lines = _journal_lines(path, journal)
+    for number, line in enumerate(lines[:-1], start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            record = None
+        if not (isinstance(record, dict) and "op_code" in record):
+            raise ValueError(f"--journal: {journal} is not an Optuna journal (line {number} is "
+                             "not a journal record); give a new file path, or move it away")
+    if not lines[-1]:
+        return
+    if not lines[-1].startswith(_RECORD_START[: len(lines[-1])]):
+        raise ValueError(f"--journal: {journal} is not an Optuna journal (its last line is not "
+                         "a journal record); give a new file path, or move it away")
+    try:
+        from optuna.storages.journal import JournalFileSymlinkLock
+    except ImportError:  # optuna < 4.0
+        from optuna.storages import JournalFileSymlinkLock
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        lines = _journal_lines(path, journal)
+        if lines[-1]:  # still cut off with the lock held: its writer is gone
+            complete = len(b"\n".join(lines[:-1])) + (len(lines) > 1)
+            with open(path, "r+b") as f:
+                f.truncate(complete)
+            print(f"flashtune tune: --journal {journal}: dropped its last record, cut off by a "
+                  "run that stopped while writing it", file=sys.stderr)
+    finally:
+        lock.release()
 
 
 def _check_journal_url(url: str) -> None:
@@ -214,7 +269,9 @@ def run(args) -> int:
         # the worker processes inherit the environment.
         os.environ["TRITON_INTERPRET"] = "1"
     if args.problem:
-        problems = [P.parse_problem(text) for text in args.problem]
+        # Each problem once, in the order given (as --ops and --dtypes take their names): a
+        # repeated --problem (8x100 and 8X100 too) was searched again from scratch.
+        problems = list(dict.fromkeys(P.parse_problem(text) for text in args.problem))
     else:
         # `is not None`: an empty --ops or --dtypes is a mistake to report, not "the default set"
         dtypes = P.parse_dtypes(args.dtypes) if args.dtypes is not None else (
