@@ -42,6 +42,14 @@ def _first_calls_in_child() -> None:
         pass
 
 
+def _one_torch_thread() -> None:
+    """First thing in a forked child, as DataLoader workers do: torch's CPU ops run OpenMP
+    parallel regions, and GNU OpenMP's thread pool, copied half-alive by the fork of a parent
+    that used it (earlier tests), deadlocks the child's first one (torch.softmax, the
+    reference here; seen in CI, not in this file alone)."""
+    torch.set_num_threads(1)
+
+
 def _wait(pid: int, seconds: float) -> int | None:
     """The child's wait status, or None (child killed) if it did not end within seconds."""
     deadline = time.monotonic() + seconds
@@ -84,6 +92,7 @@ def test_a_child_forked_while_a_thread_held_flashtune_locks_runs_first_calls(
     if pid == 0:  # the child: never returns into pytest
         status = 1
         try:
+            _one_torch_thread()
             _first_calls_in_child()
             status = 0
         except BaseException:
@@ -149,6 +158,7 @@ def test_a_child_forked_during_another_threads_reset_finishes_it(tmp_path, monke
         if pid == 0:  # the child: never returns into pytest
             status = 1
             try:
+                _one_torch_thread()
                 out = flashtune.softmax(x)
                 assert out is not kernel_result, "the child served a plan of the old settings"
                 torch.testing.assert_close(out, torch.softmax(x, -1))
