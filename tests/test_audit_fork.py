@@ -28,6 +28,11 @@ pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"
 
 CHILD_TIMEOUT_S = 60
 
+# The children run our kernels, which only Triton's interpreter does on CPU tensors (CI): a
+# forked child cannot use CUDA (torch refuses to initialize it again there).
+in_interpreter_only = pytest.mark.skipif(DEVICE == "cuda", reason="a forked child cannot use "
+                                         "CUDA; CPU runs (the interpreter) cover the locks")
+
 
 def _first_calls_in_child() -> None:
     """What the child runs: first calls of each op, and a polled-partials launch's workspace
@@ -63,6 +68,7 @@ def _wait(pid: int, seconds: float) -> int | None:
     return None
 
 
+@in_interpreter_only
 def test_a_child_forked_while_a_thread_held_flashtune_locks_runs_first_calls(
         fresh_db, tmp_path, monkeypatch):
     """Defect: a fork copies each lock as it is; one that another thread of the parent held
@@ -106,6 +112,7 @@ def test_a_child_forked_while_a_thread_held_flashtune_locks_runs_first_calls(
     assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed (its stderr above)"
 
 
+@in_interpreter_only
 def test_a_child_forked_during_another_threads_reset_finishes_it(tmp_path, monkeypatch):
     """Defect: a fork while another thread was inside dispatch.reset() (past `disabled`, before
     the new generation and the clear) left the child with FLASHTUNE_DISABLE=1 set and the old
