@@ -78,15 +78,20 @@ class Runtime:
         settings = Settings.from_env()
         dispatcher = Dispatcher(settings)
         with self._store_lock:
-            # The new generation last: a first call in another thread (no lock) that reads it
-            # then finds the new settings and dispatcher too. Bumped first, a call could pair
-            # the new generation with the old dispatcher, and store that plan after the clear.
-            self.settings = settings
-            self.disabled = settings.disabled
-            self.dispatcher = dispatcher
-            self.generation += 1
-            for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
-                d.clear()
+            self._install(settings, dispatcher)
+
+    def _install(self, settings: Settings, dispatcher: Dispatcher) -> None:
+        """reset()'s work under the store lock: the new settings and dispatcher, a new
+        generation, no plans. The new generation last: a first call in another thread (no
+        lock) that reads it then finds the new settings and dispatcher too. Bumped first, a
+        call could pair the new generation with the old dispatcher, and store that plan after
+        the clear."""
+        self.settings = settings
+        self.disabled = settings.disabled
+        self.dispatcher = dispatcher
+        self.generation += 1
+        for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
+            d.clear()
 
     def remake_locks(self) -> None:
         """In a forked child (flashtune.forks): the runtime's and its dispatcher's locks.
@@ -101,12 +106,9 @@ class Runtime:
         held_elsewhere = not lock.acquire(blocking=False)
         if held_elsewhere:
             settings = self.settings
-            self.disabled = settings.disabled
-            if self.dispatcher.settings is not settings:
-                self.dispatcher = Dispatcher(settings)
-            self.generation += 1
-            for d in (*self.plans.values(), *self.backward_plans.values(), self.attention_plans):
-                d.clear()
+            dispatcher = self.dispatcher
+            self._install(settings, dispatcher if dispatcher.settings is settings
+                          else Dispatcher(settings))
             self._store_lock = threading.RLock()
         else:
             lock.release()
