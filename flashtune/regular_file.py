@@ -33,22 +33,28 @@ def open_regular_file(path: Any) -> BinaryIO:
         raise
 
 
+def create_new(path: Any) -> int:
+    """A new file at ``path``, open for writing (its descriptor), with the mode a plain open
+    gives: 0o666 less the umask. The kernel applies the umask to os.open's mode, so it is never
+    read here: reading it means setting it (os.umask), which races with other threads.
+    O_EXCL: FileExistsError for anything already there, a link someone put there included;
+    O_BINARY: no newline translation on Windows (mkstemp sets it too)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    return os.open(path, flags, 0o666)
+
+
 def create_temp_beside(target: Path) -> tuple[int, str]:
     """A new file next to ``target`` (its descriptor, open for writing, and its name), for an
     atomic write that ``os.replace``-s it over ``target``.
 
-    Its mode is what a plain open would give: 0o666 less the umask. tempfile.mkstemp's 0o600
-    made files in a folder shared by a team (FLASHTUNE_CACHE_DIR on a shared disk, an export)
-    unreadable to the others. The kernel applies the umask to os.open's mode, so it is never
-    read here: reading it means setting it (os.umask), which races with other threads."""
+    Its mode is what a plain open would give (create_new): tempfile.mkstemp's 0o600 made files
+    in a folder shared by a team (FLASHTUNE_CACHE_DIR on a shared disk, an export) unreadable
+    to the others."""
     folder = target.parent if str(target.parent) else Path(".")
-    # O_EXCL: never an existing file or a link someone put there; O_BINARY: no newline
-    # translation on Windows (mkstemp sets it too).
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
         tmp = str(folder / f".{target.name}.{secrets.token_hex(6)}.tmp")
         try:
-            return os.open(tmp, flags, 0o666), tmp
+            return create_new(tmp), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name next to {target}")

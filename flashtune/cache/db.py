@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from .engine import (CACHE_FAILURES, check_writable, display, explain, foreign_tables,
                      lock_schema, make_engine, no_file_there, reading, resolve_url, sqlite_file,
                      writing)
+from ..regular_file import create_new
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
@@ -39,10 +40,11 @@ def _create_shareable(path: Path) -> None:
 
     SQLite would create it 0o644 whatever the umask, and its -wal and -shm files take the
     database file's mode: a team sharing a database under umask 002 could not tune into it.
-    An empty file is an empty SQLite database. O_EXCL: another tuner's file, or a link someone
-    put there, is left alone; any error is left for SQLite to report when it opens the path."""
+    An empty file is an empty SQLite database. Another tuner's file, or a link someone put
+    there, is left alone (create_new's O_EXCL); any error is left for SQLite to report when it
+    opens the path."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        os.close(create_new(path))
     except OSError:
         pass
 
