@@ -25,6 +25,31 @@ def test_public_attention_matches_reference(device):
     assert check_case(out2, lse, q, k, v, True) is None
 
 
+def test_no_lse_buffer_unless_asked(device):
+    # The kernel writes lse only with return_lse: a first call (no stored plan) must not
+    # allocate the (B, H, Nq) float32 buffer for nothing, as the stored plans do not.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LseAllocations(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if (isinstance(result, torch.Tensor) and result.dtype == torch.float32
+                    and tuple(result.shape) == (1, 2, 40)):
+                LseAllocations.count += 1
+            return result
+
+    q, k, v = _qkv(device, nq=40, nk=56)
+    with LseAllocations():
+        out = attention_ops.attention_forward(q, k, v, causal=True)
+    assert LseAllocations.count == 0
+    with LseAllocations():
+        out2, lse = attention_ops.attention_forward(q, k, v, causal=True, return_lse=True)
+    assert LseAllocations.count >= 1
+    assert torch.equal(out, out2) and check_case(out2, lse, q, k, v, True) is None
+
+
 def test_registered_op_and_fake_implementation(device):
     q, k, v = _qkv(device)
     op = torch.ops.flashtune.attention_fwd.default

@@ -245,16 +245,20 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     n_k = k.shape[2]
     if q.numel() == 0 or n_k == 0:
         out = torch.zeros_like(q)
-        lse = torch.full((batch, heads, n_q), float("-inf"), dtype=torch.float32, device=q.device)
-        return (out, lse) if return_lse else out
+        if not return_lse:
+            return out
+        return out, torch.full((batch, heads, n_q), float("-inf"), dtype=torch.float32,
+                               device=q.device)
     check_launchable(q, k, v)  # before allocating an output it would refuse
     out = torch.empty_like(q)
-    lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+    # The kernel writes lse only when asked: no buffer otherwise (the plans do the same).
+    lse = (torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+           if return_lse else None)
     problem = problem_of(q, k, causal)
     cfg = select_config(problem, (q, k, v, out), config, choose)
     if q.is_cuda:
         with torch.cuda.device(q.device):
-            run_variant(OP, cfg, q, k, v, out, lse if return_lse else None, scale, causal)
+            run_variant(OP, cfg, q, k, v, out, lse, scale, causal)
     else:
-        run_variant(OP, cfg, q, k, v, out, lse if return_lse else None, scale, causal)
+        run_variant(OP, cfg, q, k, v, out, lse, scale, causal)
     return (out, lse) if return_lse else out
