@@ -57,15 +57,27 @@ _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.r
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 
 
+class _NoInput:
+    """``input``'s default: unlike None, a value no caller passes, so softmax(None, x=t) is
+    told from softmax(x=t) (torch rejects the None)."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_NO_INPUT = _NoInput()
+
+
 # The signature is torch.softmax's, (input, dim, dtype=None), with dim defaulting to the last
 # axis. ``x``: the first argument's former name, which torch.softmax also accepts (its
-# numpy-style alias of ``input``), still taken by keyword. Hence ``input=None``: a call that
-# names only ``x`` leaves ``input`` unset; None is no tensor, so such a call misses the hot path
-# and _call sorts the arguments out. ``x is None`` on the hot path: a call that gives both must
-# not launch ``input``'s plan and ignore ``x`` (_call refuses it). ``x`` is not keyword-only:
-# CPython (3.11+) does not specialize calls of functions with keyword-only parameters, about
-# 20 ns more per call on the CPU box (the positional one and the check cost about 3 ns).
-def softmax(input: torch.Tensor | None = None, dim: int = -1,
+# numpy-style alias of ``input``), still taken by keyword. Hence ``input`` has a default: a call
+# that names only ``x`` leaves ``input`` unset (_NO_INPUT); that is no tensor, so such a call
+# misses the hot path and _call sorts the arguments out. ``x is None`` on the hot path: a call
+# that gives both must not launch ``input``'s plan and ignore ``x`` (_call refuses it). ``x``
+# is not keyword-only: CPython (3.11+) does not specialize calls of functions with
+# keyword-only parameters, about 20 ns more per call on the CPU box (the positional one and
+# the check cost about 3 ns).
+def softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
             dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax of ``input`` along ``dim`` (like torch.softmax) with the tuned kernel.
 
@@ -77,7 +89,7 @@ def softmax(input: torch.Tensor | None = None, dim: int = -1,
     return _call(input, dim, False, dtype, x)
 
 
-def log_softmax(input: torch.Tensor | None = None, dim: int = -1,
+def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
                 dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
     """Log-softmax of ``input`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
 
@@ -115,10 +127,10 @@ def _input_argument(input, x, log: bool):
     """The input tensor of a call that named it ``x`` (the former keyword) or gave none."""
     name = "log_softmax" if log else "softmax"
     if x is None:
-        # softmax() and softmax(None) look alike here (None is the default)
+        # softmax() or softmax(None) (one message for both)
         raise TypeError(f"{name}() missing required argument 'input': a torch.Tensor, got "
                         "none (or None)")
-    if input is not None:
+    if input is not _NO_INPUT:  # an explicit None too: softmax(None, x=t)
         raise TypeError(f"{name}() got the input twice: as 'input' and as 'x' (the former name "
                         "of 'input'); pass it once")
     if not isinstance(x, torch.Tensor):
@@ -139,7 +151,7 @@ def _cast(x, dtype):
 
 
 def _call(x, dim, log: bool, dtype=None, x_keyword=None) -> torch.Tensor:
-    if x is None or x_keyword is not None:
+    if x is None or x is _NO_INPUT or x_keyword is not None:
         # Called as softmax(x=t) (the former keyword), or with no input: once sorted out, the
         # call goes round again, so x= callers reach the stored plans too.
         x = _input_argument(x, x_keyword, log)

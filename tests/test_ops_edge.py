@@ -100,3 +100,16 @@ def test_input_given_twice_or_not_at_all_is_a_type_error(ours, device):
         ours(x=[1.0, 2.0])
     with pytest.raises(TypeError, match="^input must be a torch.Tensor, got list"):
         ours([1.0, 2.0])
+
+
+@pytest.mark.parametrize("ours", [o for o, _ in OPS], ids=["softmax", "log_softmax"])
+def test_an_explicit_none_input_with_x_is_a_type_error(ours, device):
+    """softmax(None, x=t) gives the input twice (torch.softmax rejects the None): it used to
+    run on ``x`` as if ``input`` had been left out."""
+    x = torch.randn(3, 7, device=device)
+    for _ in range(2):  # the second time with a stored plan for x
+        with pytest.raises(TypeError, match="input twice"):
+            ours(None, x=x)
+        with pytest.raises(TypeError, match="input twice"):
+            ours(input=None, x=x, dim=0)
+        ours(x=x)
