@@ -138,10 +138,18 @@ def _input_argument(input, x, log: bool):
     return x
 
 
+# torch's argument parser takes Python's scalar types as dtypes (torch.softmax(x, -1, float)
+# is float64, whatever the default dtype); exactly these types, not numpy's.
+_PYTHON_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool,
+                  complex: torch.complex128}
+
+
 def _cast(x, dtype):
     """torch.softmax's ``dtype=``: cast the input first (autograd sees the cast)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+    if type(dtype) is type:
+        dtype = _PYTHON_DTYPES.get(dtype, dtype)
     if not isinstance(dtype, _dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
     if dtype not in _ACCEPTED_DTYPES:  # e.g. an integer or a float8 dtype

@@ -99,3 +99,19 @@ def test_unsupported_dtype_argument_is_named_in_the_error(fresh_db, op, dtype):
     x = torch.randn(3, 5)
     with pytest.raises(TypeError, match=r"^dtype=torch\.\w+ is not supported"):
         op(x, -1, dtype=dtype)
+
+
+@pytest.mark.parametrize("op,theirs", [(flashtune.softmax, torch.softmax),
+                                       (flashtune.log_softmax, torch.log_softmax)])
+def test_python_float_as_dtype_is_float64_as_in_torch(fresh_db, op, theirs):
+    # Defect: torch.softmax(x, -1, float) computes in float64 (torch's argument parser takes
+    # Python's scalar types as dtypes); ours raised "dtype must be a torch.dtype".
+    x = torch.randn(3, 5)
+    for dtype in (float, torch.float64):
+        out = op(x, -1, dtype=dtype)
+        assert out.dtype == torch.float64
+        torch.testing.assert_close(out, theirs(x, -1, dtype=float))
+    with pytest.raises(TypeError, match=r"^dtype=torch\.int64 is not supported"):
+        op(x, -1, dtype=int)
+    with pytest.raises(TypeError, match=r"^dtype must be a torch\.dtype or None, got str"):
+        op(x, -1, dtype="float32")  # torch refuses strings too
