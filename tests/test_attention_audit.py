@@ -98,6 +98,26 @@ def test_torch_func_grad_of_something_else_still_runs(device):
     torch.testing.assert_close(g, ref.sum())
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_scale_argument_that_changes(device, dynamic):
+    """A scale passed into a compiled function: on its second value (dynamic=None) or at once
+    (dynamic=True) dynamo makes it a symbolic float, which the scale check used to reject
+    with a graph break (math.isfinite), so fullgraph=True failed."""
+    q, k, v = _qkv(device)
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    def block(q, k, v, scale):
+        return flashtune.attention(q, k, v, causal=True, scale=scale)
+
+    for scale in (0.5, 0.25, -0.125):
+        out = block(q, k, v, scale)
+        assert torch.equal(out, flashtune.attention(q, k, v, causal=True, scale=scale))
+    for scale in (float("inf"), float("nan"), 1e300):  # still refused, as in eager
+        with pytest.raises(Exception, match="scale must be finite"):
+            block(q, k, v, scale)
+
+
 # --- the registered op ---------------------------------------------------------------------
 
 def test_fake_implementation_refuses_what_the_kernel_refuses(device):

@@ -119,7 +119,9 @@ def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> floa
     except OverflowError:  # e.g. an int or Fraction beyond the float range
         raise ValueError(f"scale must be finite, got a {type(scale).__name__} too large for "
                          "a float") from None
-    if not math.isfinite(scale):
+    # Comparisons, not math.isfinite: under torch.compile a scale argument can be a symbolic
+    # float, which dynamo can guard on but not pass to math.isfinite (a graph break).
+    if scale != scale or abs(scale) == math.inf:
         raise ValueError(f"scale must be finite, got {scale}")
     # The kernels take scale * log2(e) as an fp32 argument: past this it is inf and all scores
     # become inf/NaN, whatever the inputs.
