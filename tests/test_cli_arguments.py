@@ -4,8 +4,10 @@ nonzero exit before any work starts, and nothing is written where nothing can be
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 import sqlite3
+import stat
 
 import pytest
 
@@ -293,6 +295,24 @@ def test_a_journal_and_the_winners_may_share_one_sqlite_file(tmp_path, capsys):
                          "--trials", "1", "--quiet", "--journal", f"sqlite:///{shared}",
                          "--db", str(shared))
     assert rc == 0, err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_a_new_sqlite_journal_shared_with_the_winners_gets_the_mode_a_plain_open_gives(
+        tmp_path, capsys):
+    # Defect: the journal check let SQLite (through Optuna) create the new file, 0644 whatever
+    # the umask, before TuneDB's own pre-create could give it 0666 less the umask; under
+    # umask 002 a team sharing `--journal sqlite:///F --db F` could not tune into it.
+    shared = tmp_path / "shared.db"
+    old = os.umask(0o002)
+    try:
+        rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                             "--trials", "1", "--quiet", "--journal", f"sqlite:///{shared}",
+                             "--db", str(shared))
+    finally:
+        os.umask(old)
+    assert rc == 0, err
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o664
 
 
 def test_import_says_a_row_comes_from_another_flashtune_version(tmp_path, capsys):

@@ -245,6 +245,7 @@ def _check_journal_url(url: str) -> None:
     from ..tuner.storage import make_storage
 
     shown = hide_password(url)
+    _create_sqlite_file(url)
     try:
         import optuna
 
@@ -257,6 +258,29 @@ def _check_journal_url(url: str) -> None:
         text = str(getattr(err, "orig", None) or err).strip().splitlines()
         raise ValueError(f"--journal {shown}: cannot open it as an Optuna storage "
                          f"({type(err).__name__}: {hide_password(text[0]) if text else ''})") from None
+
+
+def _create_sqlite_file(url: str) -> None:
+    """A new SQLite journal file, made with the mode a plain open gives (0o666 less the umask),
+    as TuneDB makes a new winner database: SQLite, opened by Optuna, would create it 0o644
+    whatever the umask, and a journal shared with the winners (--journal sqlite:///F --db F)
+    is made here first. Anything there already, a URL that names no plain file, or an error,
+    is left to Optuna's open to take or report."""
+    from sqlalchemy.engine import make_url
+
+    from ..regular_file import create_new
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
+        return
+    if (parsed.get_backend_name() != "sqlite" or parsed.query
+            or parsed.database in (None, "", ":memory:")):
+        return
+    try:
+        os.close(create_new(parsed.database))
+    except OSError:
+        pass
 
 
 def run(args) -> int:
