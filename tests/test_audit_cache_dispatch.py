@@ -339,9 +339,8 @@ def _wrong_columns(path) -> None:
 
 
 @pytest.mark.parametrize("make", [
-    lambda p: p.write_bytes(os.urandom(4096)), lambda p: p.write_bytes(b""),
-    _foreign_app_db, _wrong_columns,
-], ids=["random-bytes", "empty-file", "another-apps-db", "wrong-columns"])
+    lambda p: p.write_bytes(os.urandom(4096)), _foreign_app_db, _wrong_columns,
+], ids=["random-bytes", "another-apps-db", "wrong-columns"])
 @pytest.mark.parametrize("command", [["show"], ["clear"], ["clear", "--yes"],
                                      ["clear", "--yes", "--all-devices"], ["export", "o.json"]])
 def test_cli_on_a_file_that_is_not_a_winner_database(tmp_path, capsys, make, command):
@@ -357,6 +356,25 @@ def test_cli_on_a_file_that_is_not_a_winner_database(tmp_path, capsys, make, com
     assert lines[0].startswith(f"flashtune {command[0]}: error: ")
     assert path.read_bytes() == before
     assert not (tmp_path / "o.json").exists()
+
+
+def test_cli_reads_a_zero_byte_database_as_one_with_no_winners(tmp_path, capsys):
+    # Defect: a 0-byte file (SQLite's empty database: one a tuner has just created, before its
+    # tables) was "no flashtune schema v1 winners table", an error for show, export and clear.
+    # It holds no winners; clear --yes still neither creates tables in it nor switches it to WAL.
+    path = tmp_path / "tuned.sqlite"
+    path.write_bytes(b"")
+    rc, out, err = run_cli(capsys, "show", "--db", str(path))
+    assert rc == 0 and ": 0" in out and "error" not in err, (out, err)
+    export = tmp_path / "o.json"
+    rc, _, err = run_cli(capsys, "export", str(export), "--db", str(path))
+    assert rc == 0 and "exported 0 winner(s)" in err, err
+    assert json.loads(export.read_text())["winners"] == []
+    for command in (["clear"], ["clear", "--yes"], ["clear", "--yes", "--all-devices"]):
+        rc, out, err = run_cli(capsys, *command, "--db", str(path))
+        assert rc == 0 and "nothing to clear" in out and err == "", (command, out, err)
+    assert path.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json", "tuned.sqlite"]
 
 
 # -- the inspection API's device argument ------------------------------------------------------

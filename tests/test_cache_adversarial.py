@@ -118,9 +118,10 @@ def test_read_only_tunedb_creates_nothing_and_refuses_writes(tmp_path):
         TuneDB(missing, read_only=True)
     assert not missing.parent.exists()
     empty = tmp_path / "empty.sqlite"
-    empty.write_bytes(b"")
-    with pytest.raises(CacheError, match="no flashtune schema v1 winners table"):
-        TuneDB(empty, read_only=True)
+    empty.write_bytes(b"")  # SQLite's empty database: no winners, nothing created in it
+    with TuneDB(empty, read_only=True) as db:
+        assert db.empty and db.winners() == [] and db.count_winners() == 0
+        assert db.trials(DEV, FAMILY, KEY) == []
     assert empty.read_bytes() == b""
     _store(f"sqlite:///{tmp_path / 'ok.sqlite'}")
     with TuneDB(tmp_path / "ok.sqlite", read_only=True) as db:

@@ -65,6 +65,7 @@ class TuneDB:
         self._timeout = float(timeout)
         self._read_only = bool(read_only)
         self._no_trials = False
+        self._empty = False
         path = sqlite_file(self._url)
         if path is not None and read_only and not path.is_file():
             raise CacheError(f"no winner database at {path}"
@@ -100,9 +101,14 @@ class TuneDB:
         try:
             if read_only:
                 with self._guard("opening"), reading(self._engine) as conn:
-                    others = prepare(conn, create=False)
+                    found = inspect(conn)
+                    # No tables at all: SQLite's empty database (a 0-byte file, one a tuner
+                    # has just created), which holds no winners yet; nothing of another
+                    # program's to refuse.
+                    self._empty = not found.get_table_names() and not found.get_view_names()
+                    others = {} if self._empty else prepare(conn, create=False)
                     # a reader needs only the winners table; trials may be absent (none then)
-                    self._no_trials = TRIALS.name not in inspect(conn).get_table_names()
+                    self._no_trials = TRIALS.name not in found.get_table_names()
             else:
                 with self._guard("opening"), writing(self._engine) as conn:
                     lock_schema(conn)
@@ -120,6 +126,11 @@ class TuneDB:
     def url(self) -> str:
         """The database URL as given (may hold a password; messages show `where`)."""
         return self._url.render_as_string(hide_password=False)
+
+    @property
+    def empty(self) -> bool:
+        """Opened read-only, the database has no tables at all (no winners, no trials)."""
+        return self._empty
 
     @property
     def where(self) -> str:
@@ -230,6 +241,8 @@ class TuneDB:
                           trial_from_row, "trial")
 
     def _read(self, table: Table, where: list, convert: Callable, what: str) -> list:
+        if self._empty:
+            return []
         with self._guard(f"reading {what}s"), reading(self._engine) as conn:
             rows = conn.execute(select_rows(table).where(*where).order_by(*table.primary_key)).all()
         failed: list = []
@@ -245,6 +258,8 @@ class TuneDB:
     def count_winners(self, device: DeviceInfo | None = None) -> int:
         """How many winner rows there are (of one device), valid or not: what clear() deletes."""
         where = device_filter(WINNERS, device)
+        if self._empty:
+            return 0
         with self._guard("counting winners"), reading(self._engine) as conn:
             return conn.execute(select(func.count()).select_from(WINNERS).where(*where)).scalar_one()
 

@@ -36,6 +36,10 @@ def run(args) -> int:
     # program's database, a mistyped --db) is an error, not one to turn into ours.
     with TuneDB(args.db, read_only=True) as db:
         count = db.count_winners(device)  # every row --yes deletes, valid or not
+        empty = db.empty
+    if empty:  # no tables at all (a 0-byte file): nothing to delete, no tables to make in it
+        print(f"no winners in {where} (an empty database); nothing to clear")
+        return 0
     if not args.yes:
         print(f"would delete {count} winner(s) and their trials for {scope} from {where}; "
               "run again with --yes to delete")
