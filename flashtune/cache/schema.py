@@ -64,6 +64,11 @@ def prepare(conn: Connection, *, create: bool) -> dict[int, list[str]]:
         raise SchemaProblem(f"it holds no flashtune schema v{SCHEMA_VERSION} winners table "
                             "(nothing was tuned into it by this flashtune version)"
                             + (f"; {other_versions_note(others)}" if others else ""))
+    # CREATE TABLE IF NOT EXISTS passes over a view of the name: writes would fail later
+    views = sorted({t.name for t in missing} & set(inspect(conn).get_view_names()))
+    if views:
+        raise SchemaProblem(f"{', '.join(views)} is a view, not a table; it was not made by "
+                            "flashtune, which cannot store winners or trials in it")
     for table in missing:
         conn.execute(CreateTable(table, if_not_exists=True))
     return other_versions(names)
