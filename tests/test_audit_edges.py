@@ -85,6 +85,15 @@ def test_env_reports_an_invalid_database_url(capsys, monkeypatch):
     assert "torch" in out and "FLASHTUNE_DB" in out  # the rest of the report is still there
 
 
+def test_env_says_what_is_at_a_database_path_that_holds_no_file(capsys, monkeypatch, tmp_path):
+    # Defect: a folder (or a device) at the database path was reported "(not created yet)",
+    # where show, tune and the runtime all say it is a folder: the bug report misled.
+    monkeypatch.setenv("FLASHTUNE_DB", str(tmp_path))
+    rc, out, err = _cli(capsys, "env")
+    line = next(line for line in out.splitlines() if line.startswith("database"))
+    assert rc == 0 and "(a folder, not a database file)" in line, out
+
+
 @pytest.mark.parametrize("url", ["postgresql://user:secretpw@host/db",  # valid
                                  "postgresql://user@srv:secretpw@host/db",  # "@" in the user
                                  "mysql://user:secretpw@host/db",  # unsupported backend

@@ -34,7 +34,7 @@ def run(args) -> int:
     import flashtune
 
     from .. import paths
-    from ..cache.engine import hide_password
+    from ..cache.engine import hide_password, no_file_there
     from ..dispatch.info import current_device_info, database_location
 
     lines: list[tuple[str, str]] = []
@@ -61,7 +61,10 @@ def run(args) -> int:
     except (ValueError, TypeError) as err:  # e.g. FLASHTUNE_DB=mysql://...: report it, go on
         url, path = f"invalid ({err})", None
     if path is not None:
-        url += "  (exists)" if os.path.isfile(path) else "  (not created yet)"
+        # what show, tune and the runtime find there: a folder or a device is no database
+        why = no_file_there(path)
+        url += "  (exists)" if why is None else "  (not created yet)" if why == "missing" \
+            else f"  ({why}, not a database file)"
     lines.append(("database", url))
     lines.append(("cache folder", str(paths.cache_dir())))
     lines.append(("kernel sources", str(paths.kernel_dir())))
