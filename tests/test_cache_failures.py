@@ -274,6 +274,28 @@ def test_tampered_rows_never_reach_the_renderer(db_url, monkeypatch):
     assert all("import os" not in repr(args) for args in rendered)
 
 
+def test_a_new_winner_replaces_a_tampered_row_whatever_its_median(db_url):
+    # Defect: the faster-wins rule compared the new winner with a stored row no reader can use
+    # (its config edited outside the space, its median still tiny): the row stayed, the tune
+    # said "winners stored", and no re-tune or import ever gave the problem a usable winner.
+    buckets = _tampered_db(db_url)
+    bucket = buckets["outside the space"]
+    _tamper(db_url, "UPDATE ft_v1_winners SET median_ms = 0.001, p20_ms = 0.001, "
+                    "p80_ms = 0.001 WHERE bucket = :bucket", bucket=bucket)
+    key = key_for(4)  # the second of _tampered_db's rows
+    assert key.bucket_json() == bucket
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        with TuneDB(db_url) as db:
+            assert db.upsert_winner(DEV, FAMILY, key, row_config(warps=4), median_ms=5.0,
+                                    p20_ms=5.0, p80_ms=5.0, trials=3)
+            stored = db.winner(DEV, FAMILY, key)
+            assert stored is not None and stored.config == row_config(warps=4)
+            # a valid stored winner keeps the faster-wins rule
+            assert not db.upsert_winner(DEV, FAMILY, key, row_config(warps=2), median_ms=6.0,
+                                        p20_ms=6.0, p80_ms=6.0, trials=3)
+
+
 def test_tampered_numbers_and_timestamps_are_skipped(sqlite_url):
     """SQLite stores any value in any column: those rows are skipped one by one, too."""
     with TuneDB(sqlite_url) as db:

@@ -202,6 +202,13 @@ class TuneDB:
             return self._upsert_winner(conn, values)
 
     def _upsert_winner(self, conn: Connection, values: dict[str, Any]) -> bool:
+        # A stored row no reader can use (edited outside flashtune: a config outside the space,
+        # a bad timestamp) goes whatever its median: the faster-wins rule below would keep it,
+        # and no re-tune or import could ever give its problem a usable winner again.
+        key = _match(WINNERS, {name: values[name] for name in KEY_COLUMNS})
+        stored = conn.execute(select_rows(WINNERS).where(*key)).all()
+        if stored and convert_rows(stored, winner_from_row)[1]:
+            conn.execute(delete(WINNERS).where(*key))
         insert = _insert(conn.dialect.name, WINNERS).values(values)
         new, old = insert.excluded, WINNERS.c
         better = or_(new.median_ms < old.median_ms,
