@@ -51,6 +51,37 @@ def test_exact_bucket_wins(fresh_db):
     assert [c.as_dict() for c in seen] == [tuned]
 
 
+@pytest.mark.parametrize("faster_row", ["stored", "respelled"])
+def test_one_bucket_stored_twice_serves_the_faster_winner(fresh_db, faster_row):
+    # Defect (audit): a row copied by hand with its bucket JSON spelled another way (keys in
+    # another order) is a second winner for one bucket; the dispatcher served whichever row
+    # the database returned last, the slower one included.
+    import json
+    import sqlite3
+
+    slow, fast = row_config(64, rows=2), row_config(64, rows=4)
+    key = seed(fresh_db, "softmax", "float32", (8, 64),
+               fast if faster_row == "stored" else slow, median_ms=1.0)
+    respelled = json.dumps(dict(reversed(key.bucket)))  # same fields, other key order
+    assert respelled != key.bucket_json()
+    conn = sqlite3.connect(fresh_db)
+    with conn:
+        row = conn.execute("SELECT * FROM ft_v1_winners").fetchone()
+        names = [c[1] for c in conn.execute("PRAGMA table_info(ft_v1_winners)")]
+        values = dict(zip(names, row))
+        median = 0.5 if faster_row == "respelled" else 2.0
+        values.update(bucket=respelled, median_ms=median, p20_ms=median, p80_ms=median,
+                      config=json.dumps(fast if faster_row == "respelled" else slow))
+        conn.execute(f"INSERT INTO ft_v1_winners ({', '.join(names)}) "  # names from the schema
+                     f"VALUES ({', '.join('?' * len(names))})", list(values.values()))
+    conn.close()
+    dispatch.reset()
+    picked = dispatch.choice("softmax", (5, 40), "float32", DEVICE)
+    assert picked.how == "exact" and picked.config.as_dict() == fast
+    x = torch.randn(5, 40, device=DEVICE)
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+
+
 def test_nearest_fitting_bucket(fresh_db):
     # (16, 52) has bucket 16x64 (rows of whole 16-byte vectors). The closest tuned bucket (16x32, distance 1) holds a row
     # config too narrow for 50 columns; the next one (4x64, distance 2) fits and wins over

@@ -61,13 +61,27 @@ def bucket_distance(a: Bucket, b: Bucket, same: tuple[str, ...] = ()) -> float |
     return total
 
 
+def _faster(a: TunedEntry, b: TunedEntry) -> bool:
+    """Of two winners for one bucket (rows whose bucket text differs only in spelling, written
+    outside flashtune), whether a should serve rather than b: the lower median, then a fixed
+    order of the configs, so the database's row order never decides."""
+    def rank(e: TunedEntry):
+        return (e.median_ms is None, e.median_ms or 0.0, repr(sorted(e.config.items())))
+    return rank(a) < rank(b)
+
+
 class WinnerTable:
     """(op, dtype) -> tuned entries, for one device."""
 
     def __init__(self, entries: Mapping[tuple[str, str], Iterable[TunedEntry]] | None = None):
         self._entries: dict[tuple[str, str], dict[Bucket, TunedEntry]] = {}
         for (op, dtype), items in (entries or {}).items():
-            self._entries[(op, dtype)] = {e.bucket: e for e in items}
+            by_bucket: dict[Bucket, TunedEntry] = {}
+            for e in items:
+                kept = by_bucket.get(e.bucket)
+                if kept is None or _faster(e, kept):
+                    by_bucket[e.bucket] = e
+            self._entries[(op, dtype)] = by_bucket
 
     @classmethod
     def from_winners(cls, winners: Iterable[Any]) -> "WinnerTable":
