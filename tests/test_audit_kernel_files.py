@@ -83,6 +83,40 @@ def test_a_failed_kernel_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
+def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch):
+    # Defect (audit): with the cache folder and the temp folder both unwritable, the model
+    # stopped with OSError, although a kernel's file only serves people and tracebacks (the
+    # rendered source is what runs). Now: one warning naming both folders, our kernels run.
+    import warnings
+
+    import torch
+
+    import flashtune
+    from flashtune.dispatch import reset
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp" / "kernels")
+    monkeypatch.setattr(loader_mod, "_warned_unwritable", [], raising=False)
+    reset()  # forget the plans (and kernels) of the folder used so far
+    try:
+        x = torch.randn(5, 77)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = flashtune.softmax(x)
+            z = flashtune.log_softmax(x)
+        torch.testing.assert_close(y, torch.softmax(x, -1))
+        torch.testing.assert_close(z, torch.log_softmax(x, -1))
+        said = [str(w.message) for w in caught if "source files" in str(w.message)]
+        assert len(said) == 1, [str(w.message) for w in caught]
+        assert str(blocker / "cache") in said[0] and str(blocker / "tmp") in said[0]
+        assert not any((blocker.parent / name).is_dir() for name in ("cache", "tmp"))
+    finally:
+        monkeypatch.undo()
+        reset()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)],
                          ids=["umask-022", "umask-002", "umask-077"])

@@ -416,8 +416,14 @@ def test_unwritable_cache_and_temp_dir_is_clear(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp")
-    with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):
-        load_variant("softmax", dict(GOOD, block=256))
+    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
+    variant = render_variant("softmax", dict(GOOD, block=256))
+    with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):  # `flashtune source --path`
+        loader_mod.write_source(variant)
+    # The runtime's load says the same once, and runs the kernel from memory.
+    with pytest.warns(RuntimeWarning, match="FLASHTUNE_CACHE_DIR"):
+        module = load_variant("softmax", dict(GOOD, block=256))
+    assert callable(module.launch) and "source not written" in module.__spec__.origin
 
 
 @pytest.mark.parametrize("regime", ["split", "coop"])

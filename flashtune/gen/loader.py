@@ -10,6 +10,7 @@ trusted, and neither is any bytecode cached beside it.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import linecache
 import os
@@ -88,7 +89,8 @@ def write_source(variant: RenderedVariant) -> Path:
 
     If the cache folder cannot be written (a read-only home, a path through a file), the
     source goes to a per-user temp folder instead, with one warning: a user's model keeps
-    running. Only when that fails too is it an error.
+    running. When that fails too, OSError naming both (``load`` then runs the kernel without a
+    file).
     """
     path = source_path(variant)
     try:
@@ -134,6 +136,24 @@ def _private_folder(folder: Path) -> None:
                           "from it")
 
 
+def _written_or_unwritten(variant: RenderedVariant) -> Path | None:
+    """The variant's file, or None where no folder can be written at all (neither the cache
+    folder nor the temp one), with one warning: the file is for people and tracebacks (the
+    rendered source is what runs, from linecache), and the kernel cache's trouble must not
+    stop a user's model."""
+    try:
+        return write_source(variant)
+    except OSError as err:
+        if not _warned_unwritable:
+            _warned_unwritable.append(True)
+            warnings.warn(f"{err}; running the kernels without writing their source files",
+                          RuntimeWarning, stacklevel=4)
+        return None
+
+
+_warned_unwritable: list[bool] = []  # one warning per process
+
+
 def load(variant: RenderedVariant) -> ModuleType:
     """The imported module of a variant; rendered source is written and imported once."""
     # The interpreter choice is made when @triton.jit runs, so it is part of the key.
@@ -144,10 +164,14 @@ def load(variant: RenderedVariant) -> ModuleType:
     with _lock:
         module = _loaded.get(key)
         if module is None:
-            path = write_source(variant)
+            path = _written_or_unwritten(variant)
             name = f"flashtune_kernels.{variant.module_name}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            assert spec is not None and spec.loader is not None
+            if path is None:  # no folder could hold the file: the source lives in memory only
+                path = f"<flashtune kernel {variant.module_name}: source not written>"
+                spec = importlib.machinery.ModuleSpec(name, None, origin=path)
+            else:
+                spec = importlib.util.spec_from_file_location(name, path)
+                assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             # The rendered source itself runs, not what the file or a __pycache__ .pyc beside
             # it holds by now (the import system would run a .pyc whose header matches the
