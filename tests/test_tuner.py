@@ -72,7 +72,7 @@ def test_worker_process_survives_a_dying_kernel_and_failures_reach_the_db(tmp_pa
         device = DeviceInfo.current("cpu")
         key = PROBLEM.key()
         family = template_family_hash("softmax")
-        rec = _Recorder(db, device, family, key)
+        rec = _Recorder(db, device, family, key, PROBLEM.label())
         opts = TuneOptions(mode="grid", n_trials=5, top_k=3, retime_rounds=2)
         result = tune_problem(PROBLEM, runner, device="cpu", options=opts,
                               candidates=five_configs(), on_trial=rec.trial)
@@ -106,6 +106,47 @@ def test_session_writes_trials_and_winners(tmp_path):
     assert w.key == ProblemKey.make("softmax_backward", "float16",
                                     {"rows_bucket": 4, "cols_bucket": 1024})
     assert len(db.trials(w.device, w.family_hash, w.key)) == 4
+    db.close()
+
+
+class _FailingWrites:
+    """A TuneDB whose writes for one op fail, as a full disk or a lost server would."""
+
+    def __init__(self, db, op, what):
+        self.db, self.op, self.what = db, op, what
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+    def _fail_for(self, key):
+        from flashtune.cache import CacheError
+
+        if key.op == self.op:
+            raise CacheError("flashtune winner database: storing failed: disk I/O error")
+
+    def record_trial(self, device, family_hash, key, *args, **kwargs):
+        if self.what == "trial":
+            self._fail_for(key)
+        return self.db.record_trial(device, family_hash, key, *args, **kwargs)
+
+    def upsert_winner(self, device, family_hash, key, *args, **kwargs):
+        self._fail_for(key)
+        return self.db.upsert_winner(device, family_hash, key, *args, **kwargs)
+
+
+@pytest.mark.parametrize("what", ["trial", "winner"])
+def test_a_failed_database_write_names_the_problem_it_was_writing(tmp_path, what):
+    """The run stops on a database it cannot write; the error says which problem's rows were
+    being written (before: only the database's own message, no problem named)."""
+    from flashtune.cache import CacheError
+
+    db = TuneDB(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    problems = [PROBLEM, parse_problem("softmax_backward:float16:4x1000")]
+    opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
+                          isolate=False, progress=False)
+    with pytest.raises(CacheError, match=r"^softmax_backward:float16:4x1000: .*disk I/O error"):
+        run_session(problems, _FailingWrites(db, "softmax_backward", what), opts, device="cpu")
+    assert [w.key.op for w in db.winners()] == ["softmax"]  # the first problem's winner stays
     db.close()
 
 

@@ -8,6 +8,7 @@ becomes a trial row (failed ones with their error); the chosen config becomes th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -107,23 +108,38 @@ class SessionResult:
 class _Recorder:
     """Writes one problem's trials and winner to the TuneDB."""
 
-    def __init__(self, db, device_info, family_hash, key):
+    def __init__(self, db, device_info, family_hash, key, label: str):
         self.db, self.device, self.family, self.key = db, device_info, family_hash, key
+        self.label = label
         self.recorded = 0  # trial rows written (what an interruption keeps of this problem)
 
+    @contextlib.contextmanager
+    def _naming_the_problem(self):
+        # A failed write ends the run: its error (the database's own words) also says which
+        # problem's rows were being written, the one whose results did not all reach it.
+        from ..cache import CacheError
+
+        try:
+            yield
+        except CacheError as err:
+            raise CacheError(f"{self.label}: {err}") from err
+
     def trial(self, config: dict, m) -> None:
-        if m.ok:
-            self.db.record_trial(self.device, self.family, self.key, config,
-                                 median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
-        else:
-            self.db.record_trial(self.device, self.family, self.key, config, error=m.error or "failed")
+        with self._naming_the_problem():
+            if m.ok:
+                self.db.record_trial(self.device, self.family, self.key, config,
+                                     median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
+            else:
+                self.db.record_trial(self.device, self.family, self.key, config,
+                                     error=m.error or "failed")
         self.recorded += 1
 
     def winner(self, result: ProblemResult) -> None:
         m = result.winner_ms
-        self.db.upsert_winner(self.device, self.family, self.key, result.winner,
-                              median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
-                              trials=len(result.measured))
+        with self._naming_the_problem():
+            self.db.upsert_winner(self.device, self.family, self.key, result.winner,
+                                  median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
+                                  trials=len(result.measured))
 
 
 def run_session(problems, db, options: SessionOptions | None = None, *, runner=None,
@@ -175,7 +191,7 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                 tune_opts = _replace(tune_opts, time_budget_s=budget)
             key = tp.key()
             family = template_family_hash(tp.op)
-            recorder = _Recorder(db, device_info, family, key)
+            recorder = _Recorder(db, device_info, family, key, tp.label())
             name = study_name(device_info.name, device_info.capability, family, tp.op, tp.dtype,
                               key.bucket_json())
             try:
