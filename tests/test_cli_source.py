@@ -6,6 +6,8 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from flashtune.cli import main
 
 
@@ -49,3 +51,15 @@ def test_source_shape_must_match_the_family(capsys):
     assert "ROWSxCOLS" in capsys.readouterr().err
     assert main(["source", "attention_fwd", "--shape", "4096x4096"]) == 2
     assert "BxHxNxD" in capsys.readouterr().err
+
+
+def test_source_shape_takes_ascii_digits_only(capsys):
+    """--shape takes what `flashtune tune --problem` takes: ASCII digits. Before, a superscript
+    digit ("²", which str.isdigit accepts but int() does not) gave argparse's bare "invalid
+    _parse_dims value", and Arabic-Indic digits were read as a shape."""
+    for shape in ("²x4", "٣x4", "4x٤"):
+        with pytest.raises(SystemExit) as stopped:  # argparse's error: exit status 2
+            main(["source", "softmax", "--shape", shape])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert "expected positive integers joined by x" in err and "_parse_dims" not in err

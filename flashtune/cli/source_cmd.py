@@ -25,7 +25,9 @@ def _parse_bool(text: str) -> bool:
 
 def _parse_dims(text: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
-    if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+    # ASCII digits only, as `tune --problem` takes: str.isdigit also accepts digits int()
+    # refuses ("²") and other scripts' digits ("٣"), which int() reads.
+    if not all(p.strip().isascii() and p.strip().isdigit() and int(p) >= 1 for p in parts):
         raise argparse.ArgumentTypeError(
             f"expected positive integers joined by x (ROWSxCOLS, or BxHxNxD for attention), got {text!r}")
     return tuple(int(p) for p in parts)
