@@ -338,6 +338,10 @@ def test_the_default_is_re_timed_beside_the_finalists_whatever_its_first_time():
     assert first[default] == 10.0 and sorted(first.values())[-1] == 10.0
     assert canonical(r.winner) == default and r.winner_ms.median_ms == 1.0
     assert len(r.finalists) == 3  # the top two, and the default
+    # The default joins the finalists as the plain dict every other finalist is (before: its
+    # Config, so a default winner printed as "Config(softmax_fwd: ...)" in the run's summary
+    # line and compared unequal to the same config as a dict).
+    assert type(r.winner) is dict and all(type(c) is dict for c, _ in r.finalists)
 
 
 @pytest.mark.parametrize("shape,dtype", [((4096, 50257), "float32"), ((1024, 65536), "float16"),

@@ -406,7 +406,7 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
     for c in defaults:
         if canonical(c) in passed and canonical(c) not in seen:
             seen.add(canonical(c))
-            finalists.append(c)
+            finalists.append(dict(c))  # a plain dict, as the measured finalists are
     if not finalists:
         result.error = result.error or "no candidate passed (every measured config failed)"
         return
