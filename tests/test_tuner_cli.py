@@ -53,3 +53,16 @@ def test_tune_rejects_bad_problem_text(tmp_path):
                            "--problem", "softmax:float16:12"],
                           env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "ROWSxCOLS" in proc.stderr
+
+
+@pytest.mark.parametrize("extra", [["--ops", "bogus"], ["--dtypes", "float32"]])
+def test_tune_refuses_default_set_options_beside_problem(tmp_path, extra):
+    # Defect (audit): --problem replaces the default set that --ops and --dtypes pick from, so
+    # they were ignored, a typo in them too, and the run tuned something else than asked.
+    proc = subprocess.run([sys.executable, "-m", "flashtune", "tune", "--interpret",
+                           "--problem", "softmax:float16:4x4", *extra],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert extra[0] in proc.stderr and "--problem" in proc.stderr
+    assert proc.stderr.startswith("flashtune tune: error:") and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "x.sqlite").exists()

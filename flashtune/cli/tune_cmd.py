@@ -292,6 +292,13 @@ def run(args) -> int:
         # Before any kernel is loaded: Triton picks the interpreter when @triton.jit runs, and
         # the worker processes inherit the environment.
         os.environ["TRITON_INTERPRET"] = "1"
+    if args.problem and (args.ops is not None or args.dtypes is not None):
+        # --problem replaces the default set that --ops and --dtypes pick from: either would be
+        # ignored, typos included, and the run would tune something else than asked.
+        given = " and ".join(name for name, value in (("--ops", args.ops), ("--dtypes", args.dtypes))
+                             if value is not None)
+        raise ValueError(f"--problem replaces the default set, so {given} would be ignored; "
+                         f"give --problem alone, or {given} without it")
     if args.problem:
         # Each problem once, in the order given (as --ops and --dtypes take their names): a
         # repeated --problem (8x100 and 8X100 too) was searched again from scratch.
