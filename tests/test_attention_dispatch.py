@@ -210,3 +210,27 @@ def test_nearest_winner_with_tiles_longer_than_the_problem_does_not_serve_it(fre
         assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None
     picked = dispatch.attention_choice(problem(nq=100, nk=500), DEVICE)  # buckets 128 / 512
     assert picked.how == "nearest" and picked.config.as_dict() == prefill
+
+
+@pytest.mark.parametrize("fields, named", [
+    (dict(head_dim=7), "head_dim"),
+    (dict(head_dim=512), "head_dim"),
+    (dict(dtype="float32"), "dtype"),
+    (dict(kv_heads=3), "kv_heads"),
+    (dict(heads=0, kv_heads=0), "heads"),
+    (dict(nq=-5), "nq"),
+    (dict(nk=0), "nk"),
+    (dict(batch=1.5), "batch"),
+    (dict(causal="yes"), "causal"),
+])
+def test_choice_refuses_a_problem_no_call_can_have(fresh_db, fields, named):
+    """attention_choice answered a "default" config for problems flashtune.attention refuses
+    (head dim 7 or 512, float32, 3 kv heads for 2 query heads, negative lengths, causal="yes"),
+    where dispatch.choice refuses a bad softmax shape or dtype: a ValueError/TypeError naming
+    the field instead."""
+    base = dict(batch=1, heads=2, kv_heads=2, nq=16, nk=16, head_dim=32, causal=False,
+                dtype="float16")
+    bad = AttentionProblem(**{**base, **fields})
+    with pytest.raises((ValueError, TypeError), match=named):
+        dispatch.attention_choice(bad, DEVICE)
+    assert dispatch.attention_choice(AttentionProblem(**base), DEVICE).how == "default"

@@ -22,7 +22,8 @@ import functools
 import torch
 
 from ..gen import attention_ops
-from ..gen.attention_space import AttentionProblem, default_config
+from ..gen.attention_space import (HEAD_DIM_MAX, HEAD_DIM_STEP, AttentionProblem, default_config,
+                                   head_dim_supported)
 from ..gen.space import Config
 from .chooser import resolve_device
 from .plans import attention_plan
@@ -47,7 +48,29 @@ def choice(problem: AttentionProblem, device=None):
     """The dispatcher's ``Choice`` (config, how, buckets) for an attention problem."""
     if not isinstance(problem, AttentionProblem):
         raise TypeError(f"problem must be an AttentionProblem, got {type(problem).__name__}")
+    _check_problem(problem)
     return RUNTIME.dispatcher.choice(OP, problem, resolve_device(device, RUNTIME.settings.interpreter))
+
+
+def _check_problem(p: AttentionProblem) -> None:
+    """A problem a flashtune.attention call launches a kernel for, as dispatch.choice checks
+    a softmax shape: the dataclass itself takes anything, and the dispatcher would otherwise
+    answer a "default" config for one no call can have (head dim 7, float32, ...)."""
+    for name in ("batch", "heads", "kv_heads", "nq", "nk"):
+        value = getattr(p, name)
+        if type(value) is not int or value < 1:
+            raise ValueError(f"problem.{name} must be a positive int, got {value!r}")
+    if p.heads % p.kv_heads:
+        raise ValueError(f"problem.kv_heads must divide problem.heads, got {p.kv_heads} and "
+                         f"{p.heads}")
+    if type(p.head_dim) is not int or not head_dim_supported(p.head_dim):
+        raise ValueError(f"problem.head_dim must be a multiple of {HEAD_DIM_STEP} in "
+                         f"[{HEAD_DIM_STEP}, {HEAD_DIM_MAX}], got {p.head_dim!r}")
+    if type(p.causal) is not bool:
+        raise TypeError(f"problem.causal must be a bool, got {type(p.causal).__name__}")
+    dtypes = sorted(attention_ops.SUPPORTED_DTYPES.values())
+    if p.dtype not in dtypes:
+        raise ValueError(f"problem.dtype must be one of {dtypes}, got {p.dtype!r}")
 
 
 def remember_plan(plans: dict, key, q, k, v, out, causal: bool, scale: float,
