@@ -390,3 +390,29 @@ def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
     assert len([w for w in caught if issubclass(w.category, DispatchWarning)]) == 2
     assert dispatch.choice("softmax", (6, 52), "float32", DEVICE).how == "default"
     torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-6, rtol=0)
+
+
+def test_the_readme_says_how_a_running_process_sees_a_new_database(fresh_db, monkeypatch,
+                                                                   tmp_path):
+    """The environment switches (FLASHTUNE_DB among them) and a database's winners are read
+    once; a process that calls flashtune before `flashtune tune` / `import`, or before it
+    points FLASHTUNE_DB elsewhere, keeps its decisions until flashtune.dispatch.reset(). The
+    README named no way to reload (only a docstring did): the call it names must be that
+    one and must make the new database's winner serve the same shape."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    named = re.findall(r"`(flashtune\.dispatch\.\w+)\(\)`", readme)
+    assert named == ["flashtune.dispatch.reset"] * len(named) and named
+    x = torch.randn(8, 64, device=DEVICE)
+    flashtune.softmax(x)
+    assert dispatch.choice("softmax", (8, 64), "float32", DEVICE).how == "default"
+    other = tmp_path / "other.sqlite"
+    seed(other, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{other}")
+    assert dispatch.choice("softmax", (8, 64), "float32", DEVICE).how == "default"  # read once
+    getattr(dispatch, named[0].rpartition(".")[2])()
+    picked = dispatch.choice("softmax", (8, 64), "float32", DEVICE)
+    assert picked.how == "exact" and picked.config["rows_per_program"] == 2
+    torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
