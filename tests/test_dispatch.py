@@ -416,3 +416,15 @@ def test_the_readme_says_how_a_running_process_sees_a_new_database(fresh_db, mon
     picked = dispatch.choice("softmax", (8, 64), "float32", DEVICE)
     assert picked.how == "exact" and picked.config["rows_per_program"] == 2
     torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+
+
+def test_choice_of_rows_too_long_for_the_kernels_says_torch_computes_them(fresh_db):
+    """Rows of more than MAX_COLS columns are computed by torch (the kernels' column offsets
+    are int32). dispatch.choice (and `flashtune source --dispatch`) answered a "default" split
+    kernel for them, one that never runs there."""
+    from flashtune.gen.softmax_space import MAX_COLS
+
+    for op in ("softmax", "log_softmax_backward"):
+        with pytest.raises(ValueError, match="shape.*torch"):
+            dispatch.choice(op, (1, MAX_COLS + 1), "float16", DEVICE)
+        assert dispatch.choice(op, (1, MAX_COLS), "float16", DEVICE).how == "default"

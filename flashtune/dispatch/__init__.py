@@ -20,13 +20,17 @@ __all__ = ["attention_choice", "Choice", "Dispatcher", "DispatchWarning", "RUNTI
 
 def choice(op: str, shape: tuple[int, int], dtype: str, device=None) -> Choice:
     """The dispatcher's pick for a (rows, cols) problem of ``dtype`` ("float16", ...)."""
-    from ..gen.softmax_space import OPS, SoftmaxProblem
+    from ..gen.softmax_space import MAX_COLS, OPS, SoftmaxProblem
 
     if op not in OPS:
         raise ValueError(f"op must be one of {sorted(OPS)}, got {op!r}")
     if (not isinstance(shape, (tuple, list)) or len(shape) != 2
             or not all(type(n) is int and n >= 1 for n in shape)):
         raise ValueError(f"shape must be (rows, cols) of positive ints, got {shape!r}")
+    if shape[1] > MAX_COLS:
+        # What the ops do with such rows (int32 column offsets): no kernel, no decision.
+        raise ValueError(f"shape: rows of {shape[1]} columns are computed by torch, not by a "
+                         f"flashtune kernel (at most {MAX_COLS} columns)")
     if dtype not in ("float16", "bfloat16", "float32"):
         raise ValueError(f"dtype must be 'float16', 'bfloat16' or 'float32', got {dtype!r}")
     device = resolve_device(device, RUNTIME.settings.interpreter)
