@@ -234,3 +234,31 @@ def test_choice_refuses_a_problem_no_call_can_have(fresh_db, fields, named):
     with pytest.raises((ValueError, TypeError), match=named):
         dispatch.attention_choice(bad, DEVICE)
     assert dispatch.attention_choice(AttentionProblem(**base), DEVICE).how == "default"
+
+
+def test_a_tuned_config_a_call_cannot_run_falls_back_under_the_readme_filters(fresh_db):
+    # Defect (audit): a tuned tma winner given rows that are not 16-byte aligned fell back with
+    # a plain RuntimeWarning, not the DispatchWarning README tells users to let through where
+    # warnings are errors: it raised there, and the dispatcher then rejected the winner for
+    # the whole device, aligned calls included.
+    if "tma" not in attention_ops.triton_features():
+        pytest.skip("this Triton has no tensor descriptors")
+    p = problem(nq=32, nk=32, d=64)
+    tuned = config(BLOCK_M=32, BLOCK_N=32, tma=True)
+    seed(fresh_db, p, tuned)
+    q_odd = torch.randn(1, 2, 32, 68, dtype=torch.float16, device=DEVICE)[..., :64]
+    _, k, v = qkv(p)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
+        warnings.filterwarnings("always", category=DispatchWarning)
+        out = flashtune.attention(q_odd, k, v)
+    assert check_case(out, None, q_odd, k, v, False) is None
+    assert len(caught) == 1 and "tma" in str(caught[0].message)
+    # The winner still serves the calls it can run.
+    assert dispatch.attention_choice(p).config.as_dict() == tuned
+    q, k, v = qkv(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
+        assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None

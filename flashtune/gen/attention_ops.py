@@ -56,7 +56,12 @@ _warned: set[str] = set()
 def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        # The dispatcher's category (README): users let these fallback notices through by it
+        # where warnings are errors; a plain RuntimeWarning raised there, and the dispatcher
+        # then rejected the whole config for the device, calls it could serve included.
+        from ..dispatch.table import DispatchWarning
+
+        warnings.warn(message, DispatchWarning, stacklevel=3)
 
 
 def check_inputs(q: Any, k: Any, v: Any) -> None:
