@@ -63,3 +63,13 @@ def test_source_shape_takes_ascii_digits_only(capsys):
         assert stopped.value.code == 2
         err = capsys.readouterr().err
         assert "expected positive integers joined by x" in err and "_parse_dims" not in err
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax_backward"])
+def test_source_refuses_causal_for_a_softmax_op(capsys, op):
+    """--causal describes an attention problem; given with a softmax op it was silently
+    ignored (the source printed as if it had not been given)."""
+    assert main(["source", op, "--causal"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and "--causal" in err and "attention_fwd" in err and op in err

@@ -74,6 +74,8 @@ def _problem(op: str, args):
         return family.AttentionProblem(b, h, h, n, n, d, args.causal, args.dtype), family
     from ..gen import softmax_space as family
 
+    if args.causal:  # a store_true flag: ignored silently, it would seem to have been applied
+        raise ValueError(f"--causal applies to attention_fwd only, not {op}")
     shape = args.shape or (4096, 4096)
     if len(shape) != 2:
         raise ValueError(f"--shape for {op} is ROWSxCOLS, got {'x'.join(map(str, shape))}")
