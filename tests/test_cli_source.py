@@ -73,3 +73,17 @@ def test_source_refuses_causal_for_a_softmax_op(capsys, op):
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1 and "--causal" in err and "attention_fwd" in err and op in err
+
+
+@pytest.mark.parametrize("regime", ["split", "coop"])
+def test_source_regime_alone_starts_from_a_config_valid_for_it(capsys, regime):
+    """Naming only a splitting regime failed with "the split regime needs splits >= 2": the
+    plain defaults it started from have splits=1. It starts from the smallest valid splits."""
+    assert main(["source", "softmax", "--regime", regime]) == 0
+    out = capsys.readouterr().out
+    assert f"regime           = {regime}" in out and "splits           = 2 " in out
+    # an explicit --splits is still the user's, and still judged
+    assert main(["source", "softmax", "--regime", regime, "--splits", "8"]) == 0
+    assert "splits           = 8 " in capsys.readouterr().out
+    assert main(["source", "softmax", "--regime", regime, "--splits", "1"]) == 2
+    assert "needs splits >= 2" in capsys.readouterr().err

@@ -88,7 +88,7 @@ def run(args) -> int:
     # --regime on a softmax op: the heuristic's or the dispatcher's other knobs belong to their
     # own regime (e.g. rows per program), so another regime starts from the plain defaults.
     regime = getattr(args, "regime", None) if spec.family == "softmax" else None
-    plain = {param.name: param.default for param in spec.space.params}
+    plain = _plain_defaults(spec, regime)
     if args.dispatch:
         from ..dispatch import attention_choice, choice
 
@@ -124,6 +124,19 @@ def run(args) -> int:
         # folder cannot be written): a path to a file that is not there yet is no help.
         print(f"# source file: {write_source(variant)}", file=sys.stderr)
     return 0
+
+
+def _plain_defaults(spec, regime: str | None) -> dict:
+    """The space's defaults, in ``regime`` where one is named. Their splits=1 is the other
+    regimes' value: a splitting regime (split, coop) starts from the smallest splits it takes,
+    so that naming only the regime works; a --splits given is applied (and judged) after."""
+    plain = {param.name: param.default for param in spec.space.params}
+    if regime is not None and "splits" in plain:
+        plain["splits"] = next(
+            (n for n in spec.space.param("splits").exhaustive
+             if spec.space.is_valid({**plain, "regime": regime, "splits": n})),
+            plain["splits"])  # none: the regime itself is wrong, which validation then says
+    return plain
 
 
 def _all_param_names() -> list[str]:
