@@ -87,3 +87,15 @@ def test_source_regime_alone_starts_from_a_config_valid_for_it(capsys, regime):
     assert "splits           = 8 " in capsys.readouterr().out
     assert main(["source", "softmax", "--regime", regime, "--splits", "1"]) == 2
     assert "needs splits >= 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["٤", "1_024", "+1024", "-16", "1024.0", "", "²"])
+def test_source_tunable_ints_take_ascii_digits_only(capsys, value):
+    """As --shape and `tune --problem`: int() also read "٤" (4), "1_024" and "+1024"."""
+    with pytest.raises(SystemExit) as stopped:  # argparse's error: exit status 2
+        main(["source", "softmax", "--block", value])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --block: expected a whole number in ASCII digits" in err and repr(value) in err
+    assert main(["source", "softmax", "--block", "08192", "--num-warps", " 8"]) == 0
+    assert "BLOCK=8192" in capsys.readouterr().out

@@ -23,6 +23,15 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _parse_int(text: str) -> int:
+    # ASCII digits, as --shape takes: int() also reads other scripts' digits ("٤"), "1_024"
+    # and a sign. No tunable takes a negative value, so there is no sign to allow.
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number in ASCII digits, got {text!r}")
+    return int(stripped)
+
+
 def _parse_dims(text: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
     # ASCII digits only, as `tune --problem` takes: str.isdigit also accepts digits int()
@@ -54,7 +63,7 @@ def register(sub) -> None:
             if param.name in seen:
                 continue
             seen.add(param.name)
-            parse = _parse_bool if param.kind is bool else param.kind
+            parse = {bool: _parse_bool, int: _parse_int}.get(param.kind, param.kind)
             p.add_argument(f"--{param.name.replace('_', '-')}", dest=param.name, type=parse,
                            default=None, help=f"{param.doc}; one of {list(param.exhaustive)}")
     p.set_defaults(run=run)
