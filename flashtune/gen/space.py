@@ -207,8 +207,9 @@ class VariantSpace:
         """Every config of the space that meets the constraints, in itertools.product order.
 
         The walk (``_walk``) runs once per space and process; its result is kept as one tuple
-        of values per config (the forward softmax space: 119K configs, about 20 MB, where
-        Config objects would take six times that), and every call builds Configs from it.
+        of values per config (the forward softmax space holds over a hundred thousand configs,
+        tens of MB as tuples, where Config objects would take about six times that), and every
+        call builds Configs from it.
         """
         names = self.names
         for values in self._valid_values:
@@ -221,9 +222,10 @@ class VariantSpace:
     def _walk(self) -> Iterator[Config]:
         """The configs of exhaustive(), found by a pruned walk of the product.
 
-        The full product runs to millions of configs (softmax: 6.6M) of which a few percent
-        are valid, so tunables are chosen one at a time and a branch is cut early when some
-        constraint already rejects the partial choice (see Constraint for what that relies on).
+        The full product runs to many millions of configs (forward softmax: over a billion)
+        of which a small fraction is valid, so tunables are chosen one at a time and a branch
+        is cut early when some constraint already rejects the partial choice (see Constraint
+        for what that relies on).
         A complete choice is always judged exactly as ``validate`` judges it, on a plain dict,
         so pruning can only save time: it never lets an invalid config through.
         """
