@@ -164,6 +164,39 @@ def test_journal_storage_resumes_without_remeasuring(tmp_path):
     assert not old & {canonical(c) for c, _ in rec.rows}
 
 
+@pytest.mark.parametrize("mode", ["tpe", "grid"])
+@pytest.mark.parametrize("attrs,needle", [
+    ({"status": "ok", "median_ms": "0.5", "p20_ms": 0.4, "p80_ms": 0.6}, "median_ms"),
+    ({"status": "ok", "median_ms": 0.5, "p20_ms": None, "p80_ms": 0.6}, "p20_ms"),
+    ({"status": "ok", "median_ms": float("nan"), "p20_ms": 0.4, "p80_ms": 0.6}, "median_ms"),
+    ({"status": "ok"}, "median_ms"),
+    ({"status": "failed", "error": ["boom"]}, "error"),
+    ({"status": "fast"}, "status"),
+])
+def test_resume_names_the_journal_whose_trial_holds_a_damaged_measurement(tmp_path, mode, attrs,
+                                                                         needle):
+    """A measurement read back from a journal went into Measurement unchecked: a median_ms that
+    is a string was a TypeError traceback at its first comparison (or later, in the summary)."""
+    import optuna
+
+    journal = str(tmp_path / "study.journal")
+    config = five_configs()[0]
+    space = SearchSpace(five_configs())
+    study = optuna.create_study(study_name="s", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(journal)))
+    study.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState.PRUNED, params=space.trial_params(config),
+        distributions=space.distributions(config),
+        user_attrs={"config": canonical(config), **attrs}))
+    opts = TuneOptions(mode=mode, n_trials=3, top_k=1, retime_rounds=1, storage=journal,
+                       patience=None)
+    with pytest.raises(ValueError) as raised:
+        tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts,
+                     study_name="s", candidates=five_configs())
+    message = str(raised.value)
+    assert journal in message and "trial 0" in message and needle in message
+
+
 def test_space_round_trips_every_candidate_through_optuna():
     import optuna
 

@@ -285,14 +285,41 @@ def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -
     """Configs measured by an earlier run of this study (journal storage) are not re-measured."""
     for t in study.get_trials(deepcopy=False):
         key = t.user_attrs.get("config")
-        if key in space.by_key and key not in search.memo and "status" in t.user_attrs:
-            a = t.user_attrs
-            m = Measurement(a["status"], a.get("median_ms"), a.get("p20_ms"), a.get("p80_ms"), a.get("error"))
+        # A trial of another space (or no measurement of ours: a trial still asked) is not
+        # this search's; type(key) first, as a list there is unhashable.
+        if (type(key) is str and key in space.by_key and key not in search.memo
+                and "status" in t.user_attrs):
+            m = _measurement_from_attrs(t.user_attrs, t.number, study.study_name,
+                                        search.options.storage)
             search.memo[key] = m
             result.measured.append((space.by_key[key].as_dict(), m))
             if m.ok and (search.best is None or m.median_ms < search.best):
                 search.best = m.median_ms
             result.best_curve.append(search.best)
+
+
+def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) -> Measurement:
+    """The measurement _trial_attrs kept in a trial, read back; a value it cannot have written
+    (an edited or damaged journal) is a ValueError naming the journal and the trial, not a
+    TypeError traceback at the first comparison of times."""
+    from ..cache.engine import hide_password
+    from ..cache.records import check_ms
+
+    try:
+        status = attrs["status"]
+        if status == "ok":
+            return Measurement("ok", *(check_ms(name, attrs.get(name))
+                                       for name in ("median_ms", "p20_ms", "p80_ms")))
+        if status == "failed":
+            error = attrs.get("error")
+            if error is not None and type(error) is not str:
+                raise TypeError(f"error must be a str, got {type(error).__name__} ({error!r})")
+            return Measurement("failed", error=error)
+        raise ValueError(f"status must be 'ok' or 'failed', got {status!r}")
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"journal {hide_password(str(storage))}: trial {number} of study "
+                         f"{study_name!r} holds a measurement flashtune did not write ({err}); "
+                         "give a new journal, or move this one away") from None
 
 
 def _trial_attrs(m: Measurement, key: str) -> dict:
