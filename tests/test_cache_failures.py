@@ -328,3 +328,42 @@ def test_tampered_trial_is_skipped(db_url):
     with pytest.warns(CacheWarning, match="skipped 1 invalid trial row"):
         with TuneDB(db_url) as db:
             assert [t.config["num_warps"] for t in db.trials(DEV, FAMILY, KEY)] == [4]
+
+
+# -- the advice names where the database was named --------------------------------------------
+
+@pytest.mark.parametrize("damage", ["corrupt", "no folder", "foreign layout"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_advice_names_db_when_the_database_was_given(tmp_path, monkeypatch, damage, read_only):
+    """Given --db (a URL argument), the advice said "Set FLASHTUNE_DB to another database",
+    which does nothing: --db overrides FLASHTUNE_DB."""
+    if damage == "corrupt":
+        path = tmp_path / "tuned.sqlite"
+        path.write_bytes(random.Random(1234).randbytes(8192))
+    elif damage == "no folder":
+        if read_only:
+            pytest.skip("a reader opens no missing file (its own message: run flashtune tune)")
+        (tmp_path / "a_file").write_text("not a folder")
+        path = tmp_path / "a_file" / "sub" / "tuned.sqlite"
+    else:
+        path = tmp_path / "tuned.sqlite"
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE ft_v1_winners (op VARCHAR(64), config TEXT)")
+    monkeypatch.setenv("FLASHTUNE_DB", str(path))
+    with pytest.raises(CacheError) as from_env:
+        TuneDB(read_only=read_only)
+    assert "FLASHTUNE_DB" in str(from_env.value)
+    monkeypatch.delenv("FLASHTUNE_DB")
+    with pytest.raises(CacheError) as given:
+        TuneDB(str(path), read_only=read_only)
+    assert "--db" in str(given.value) and "FLASHTUNE_DB" not in str(given.value)
+
+
+def test_show_with_a_corrupt_db_names_the_db_option(tmp_path, capsys):
+    from cli_helpers import run_cli
+
+    path = tmp_path / "tuned.sqlite"
+    path.write_bytes(random.Random(1234).randbytes(8192))
+    rc, _, err = run_cli(capsys, "show", "--db", str(path))
+    assert rc == 2 and "not a readable SQLite database" in err
+    assert "--db" in err and "FLASHTUNE_DB" not in err

@@ -18,8 +18,8 @@ from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
 from .engine import (CACHE_FAILURES, check_writable, display, explain, foreign_tables,
-                     lock_schema, make_engine, no_file_there, reading, resolve_url, sqlite_file,
-                     writing)
+                     lock_schema, make_engine, no_file_there, other_database, reading,
+                     resolve_url, sqlite_file, writable_place, writing)
 from ..regular_file import create_new
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
@@ -59,6 +59,7 @@ class TuneDB:
         if type(timeout) not in (int, float) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._url = resolve_url(url)
+        self._given = url is not None  # else $FLASHTUNE_DB's or the default: advice names which
         if not read_only:
             check_writable(self._url, from_env=url is None)
         self._where = display(self._url)
@@ -93,8 +94,7 @@ class TuneDB:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 raise CacheError(f"cannot create the folder of the winner database {path}: "
-                                 f"{err.strerror or err}. Set FLASHTUNE_DB or FLASHTUNE_CACHE_DIR "
-                                 "to a writable place.") from None
+                                 f"{err.strerror or err}. {writable_place(self._given)}.") from None
             if why == "missing":
                 _create_shareable(path)
         self._engine = make_engine(self._url, self._timeout, read_only=self._read_only)
@@ -115,7 +115,8 @@ class TuneDB:
                     others = prepare(conn, create=True)
         except SchemaProblem as err:
             self._engine.dispose()
-            raise CacheError(f"{self._where}: {err}. Set FLASHTUNE_DB to another database.") from None
+            raise CacheError(f"{self._where}: {err}. "
+                             f"{other_database(self._given, sentence=True)}.") from None
         except CacheError:
             self._engine.dispose()
             raise
@@ -308,7 +309,7 @@ class TuneDB:
             raise
         except CACHE_FAILURES as err:
             raise CacheError(f"flashtune winner database: {what} failed: "
-                             f"{explain(err, self._url, self._timeout)}") from err
+                             f"{explain(err, self._url, self._timeout, given=self._given)}") from err
 
 
 def select_rows(table: Table):

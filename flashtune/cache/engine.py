@@ -351,8 +351,9 @@ def lock_schema(conn: Connection) -> None:
         conn.execute(select(func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
 
 
-def explain(err: BaseException, url: URL, timeout: float) -> str:
-    """A message saying what is wrong with the database and what to do about it."""
+def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False) -> str:
+    """A message saying what is wrong with the database and what to do about it. ``given``:
+    the URL was an argument (--db), which overrides $FLASHTUNE_DB: the advice names --db."""
     where = display(url)
     orig = getattr(err, "orig", None) or err  # the driver's own message, without SQL echo
     lines = str(orig).strip().splitlines()
@@ -361,7 +362,7 @@ def explain(err: BaseException, url: URL, timeout: float) -> str:
     lowered = text.lower()
     if "not a database" in lowered or "malformed" in lowered:
         return (f"{where} is not a readable SQLite database (corrupt, or another kind of "
-                f"file): {text}. Move it away or set {DB_ENV} to another database.")
+                f"file): {text}. Move it away or {other_database(given)}.")
     if "locked" in lowered or "busy" in lowered:
         return (f"{where} is locked by another process (waited {timeout:g} s): {text}. "
                 "Retry when the other tuning run is done.")
@@ -370,10 +371,23 @@ def explain(err: BaseException, url: URL, timeout: float) -> str:
         # beside it (unless nobody at all can write there), so a team database in another
         # user's folder fails here for its readers.
         return (f"cannot open or write {where}: its folder is missing or not writable "
-                f"({text}). Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place (to use "
-                "a database in a folder you cannot write, copy it, or carry its winners with "
-                "`flashtune export` and `flashtune import`).")
+                f"({text}). {writable_place(given)} (to use a database in a folder you "
+                "cannot write, copy it, or carry its winners with `flashtune export` and "
+                "`flashtune import`).")
     return f"{where}: {type(err).__name__}: {text}"
+
+
+def other_database(given: bool, *, sentence: bool = False) -> str:
+    """Advice: use another database, where the URL came from (--db overrides $FLASHTUNE_DB,
+    so setting that would change nothing). ``sentence``: capitalized, to start one."""
+    advice = "give --db another database" if given else f"set {DB_ENV} to another database"
+    return advice[0].upper() + advice[1:] if sentence else advice
+
+
+def writable_place(given: bool) -> str:
+    """Advice: a database in a folder that can be written, where the URL came from."""
+    return ("Give --db a database in a writable place" if given
+            else f"Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place")
 
 
 CACHE_FAILURES = (SQLAlchemyError, OSError)
