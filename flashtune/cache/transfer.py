@@ -171,10 +171,12 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{path}: not a flashtune winners export (expected \"format\": \"{FORMAT}\")")
     version = document.get("schema_version")
-    if type(version) is not int or version != SCHEMA_VERSION:  # true and 1.0 are not 1
-        raise ValueError(f"{path}: written with winners schema version "
-                         f"{document.get('schema_version')!r}; this flashtune reads version "
-                         f"{SCHEMA_VERSION}")
+    if type(version) is not int:  # true and 1.0 are not 1, nor is "1" a version written
+        raise ValueError(f"{path}: \"schema_version\" must be an integer (this flashtune "
+                         f"reads version {SCHEMA_VERSION}), got {version!r}")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: written with winners schema version {version}; this "
+                         f"flashtune reads version {SCHEMA_VERSION}")
     rows = document.get("winners")
     if not isinstance(rows, list):
         raise ValueError(f"{path}: \"winners\" must be a list")
