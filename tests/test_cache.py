@@ -265,6 +265,19 @@ def test_import_rejects_bad_files(sqlite_url, tmp_path, content, reason):
         db.import_json(path)
 
 
+def test_import_takes_a_file_that_starts_with_a_utf8_bom(sqlite_url, tmp_path):
+    """As Windows editors save UTF-8: it was refused with "Unexpected UTF-8 BOM"."""
+    with TuneDB(sqlite_url) as db:
+        _store(db, row_config(warps=16), median=1.0)
+        out = tmp_path / "w.json"
+        db.export_json(out)
+    out.write_bytes(b"\xef\xbb\xbf" + out.read_bytes())
+    other = f"sqlite:///{tmp_path / 'other.sqlite'}"
+    with TuneDB(other) as db:
+        assert db.import_json(out) == 1
+        assert [w.config for w in db.winners()] == [row_config(warps=16)]
+
+
 def test_cli_export_and_import(sqlite_url, tmp_path, monkeypatch, capsys):
     other = f"sqlite:///{tmp_path / 'other.sqlite'}"
     with TuneDB(sqlite_url) as db:

@@ -159,7 +159,8 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
     if len(raw) > MAX_IMPORT_BYTES:
         raise too_large
     try:
-        document = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+        # utf-8-sig: a leading byte order mark (as Windows editors save UTF-8) is dropped
+        document = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
     except UnicodeDecodeError:  # before ValueError, its base class
         raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
     except _DuplicateKey as err:  # before ValueError, its base class
