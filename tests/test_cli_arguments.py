@@ -404,3 +404,21 @@ def test_tune_takes_a_repeated_problem_once(tmp_path, capsys, monkeypatch):
                            "--problem", "softmax:float16:8x100", "--problem", "softmax:float32:8X100")
     assert rc == 0, err
     assert seen == ["softmax:float32:8x100", "softmax:float16:8x100"]
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--trials", "abc", "integer >= 1"), ("--trials", "\u0663", "integer >= 1"),
+    ("--batch", "1_0", "integer >= 1"), ("--seed", "+5", "2**63"),
+    ("--precompile-workers", "x", "integer >= 0"), ("--time-budget", "abc", "number > 0"),
+])
+def test_tune_number_options_say_what_they_expect(tmp_path, capsys, option, value, expected):
+    # Defect (audit): int() and float() failures reached the user as argparse's bare
+    # "invalid _positive_int value: 'abc'", and int() took other scripts' digits ("\u0663" as 3)
+    # and "1_0", where --problem and --shape take ASCII digits only.
+    from flashtune.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--interpret", option, value, "--db", str(tmp_path / "t.sqlite")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and last.startswith("flashtune tune: error: argument " + option)
+    assert expected in last and "invalid" not in last, last

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 DB_HELP = ("winner database: an SQLAlchemy URL (sqlite:///PATH?mode=ro: read-only) or an "
@@ -31,3 +32,13 @@ def check_out_folder(out: Path) -> None:
         probe.unlink()
     except OSError as err:
         raise OSError(f"--out {out} is not a writable folder ({err})") from err
+
+
+def ascii_int(text: str, expected: str = "a whole number") -> int:
+    """An argparse integer in ASCII digits (spaces around it allowed), as --shape and
+    --problem take them: int() also reads other scripts' digits ("٤"), "1_024" and a sign,
+    and its ValueError reaches the user as argparse's bare "invalid ... value"."""
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected {expected} in ASCII digits, got {text!r}")
+    return int(stripped)

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from ..gen import OPS, op_spec, render_variant, validate_config
+from .options import ascii_int
 
 _DTYPES = ("float16", "bfloat16", "float32")
 
@@ -24,12 +25,8 @@ def _parse_bool(text: str) -> bool:
 
 
 def _parse_int(text: str) -> int:
-    # ASCII digits, as --shape takes: int() also reads other scripts' digits ("٤"), "1_024"
-    # and a sign. No tunable takes a negative value, so there is no sign to allow.
-    stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected a whole number in ASCII digits, got {text!r}")
-    return int(stripped)
+    # No tunable takes a negative value, so there is no sign to allow.
+    return ascii_int(text)
 
 
 def _parse_dims(text: str) -> tuple[int, ...]:

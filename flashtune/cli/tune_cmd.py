@@ -34,25 +34,32 @@ import signal
 import sys
 from pathlib import Path
 
-from .options import add_db_option, check_writable_db
+from .options import add_db_option, ascii_int, check_writable_db
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = ascii_int(text, "an integer >= 1")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return value
 
 
+def _count(text: str) -> int:
+    return ascii_int(text, "an integer >= 0")
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:  # else argparse's bare "invalid _positive_float value"
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 
 
 def _seed(text: str) -> int:
-    value = int(text)
+    value = ascii_int(text, "an integer in [0, 2**63)")
     if not 0 <= value < 2**63:  # torch.Generator.manual_seed takes a 64-bit value
         raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {text!r}")
     return value
@@ -97,7 +104,7 @@ def register(sub) -> None:
                      help="proposals compiled in parallel per round (default on a GPU: 4 softmax, "
                           "min(trials, 6) attention; 1 interpreted)")
     run_ = p.add_argument_group("execution")
-    run_.add_argument("--precompile-workers", type=int, default=None,
+    run_.add_argument("--precompile-workers", type=_count, default=None,
                       help="compile processes, at most the CPU count (default min(8, CPUs - 2) on "
                            "a GPU; 0 disables)")
     run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
