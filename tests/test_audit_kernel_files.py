@@ -117,6 +117,47 @@ def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch)
         reset()
 
 
+@pytest.mark.parametrize("temp_writable", [True, False], ids=["temp-folder", "memory"])
+def test_kernel_folder_fallbacks_pass_the_readme_warning_filters(tmp_path, monkeypatch,
+                                                                 temp_writable):
+    # Defect (README audit): README says to let flashtune's fallback notices through, where
+    # warnings are errors, with filters for CacheWarning and DispatchWarning. The notices of an
+    # unwritable kernel folder (kernels to the temp folder, or run from memory) were plain
+    # RuntimeWarnings: under those filters they raised, and the user's model stopped.
+    import warnings
+
+    import torch
+
+    import flashtune
+    from flashtune.cache.errors import CacheWarning
+    from flashtune.dispatch import DispatchWarning, reset
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))
+    fallback = (tmp_path if temp_writable else blocker) / "tmp" / "kernels"
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
+    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
+    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    reset()  # forget the plans (and kernels) of the folder used so far
+    try:
+        x = torch.randn(4, 53)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("error")
+            warnings.filterwarnings("always", category=CacheWarning)
+            warnings.filterwarnings("always", category=DispatchWarning)
+            # numpy's notice of the masked lanes' -inf - -inf, in Triton's interpreter only
+            warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning,
+                                    module="triton")
+            y = flashtune.softmax(x)
+        torch.testing.assert_close(y, torch.softmax(x, -1))
+        assert any("FLASHTUNE_CACHE_DIR" in str(w.message) and w.category is not CacheWarning
+                   for w in caught), [str(w.message) for w in caught]
+    finally:
+        monkeypatch.undo()
+        reset()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)],
                          ids=["umask-022", "umask-002", "umask-077"])

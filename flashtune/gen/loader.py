@@ -110,8 +110,17 @@ def write_source(variant: RenderedVariant) -> Path:
             warnings.warn(
                 f"flashtune cannot write generated kernels to {path.parent} ({err}); using "
                 f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
-                RuntimeWarning, stacklevel=3)
+                _fallback_warning(), stacklevel=3)
         return written
+
+
+def _fallback_warning() -> type[Warning]:
+    """The dispatcher's category (a RuntimeWarning), which README tells users to let through
+    where warnings are errors: a plain RuntimeWarning raised there and stopped their model.
+    Imported late: flashtune.dispatch imports this package."""
+    from ..dispatch.table import DispatchWarning
+
+    return DispatchWarning
 
 
 _warned_dirs: set[Path] = set()
@@ -147,7 +156,7 @@ def _written_or_unwritten(variant: RenderedVariant) -> Path | None:
         if not _warned_unwritable:
             _warned_unwritable.append(True)
             warnings.warn(f"{err}; running the kernels without writing their source files",
-                          RuntimeWarning, stacklevel=4)
+                          _fallback_warning(), stacklevel=4)
         return None
 
 
