@@ -321,3 +321,26 @@ def test_report_into_a_used_folder_leaves_no_plot_of_the_earlier_run(bench_run, 
     assert rc == 0, err
     assert not list(target.glob("plot_attention_*.png"))
     assert (target / "plot_softmax.png").exists() and (target / "notes.txt").read_text() == "mine"
+
+
+def test_report_without_matplotlib_says_how_to_get_it(bench_run, tmp_path, monkeypatch):
+    # Defect (README audit): the notice said `pip install 'flashtune[bench]'`, a package index
+    # name; README installs flashtune from its source folder (`pip install ".[bench]"`).
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    _, result, _ = bench_run
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(result))
+    monkeypatch.delitem(__import__("sys").modules, "flashtune.bench.plots", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    rc, out, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    assert 'pip install matplotlib' in out + err and "flashtune[bench]" not in out + err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MARKDOWN_NAME]

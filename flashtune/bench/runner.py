@@ -222,7 +222,9 @@ def render(result: dict, out: Path, log: Callable[[str], None]) -> list[Path]:
         plots = write_plots(result, out)
         _remove_stale_plots(out, PLOT_FILE, {p.name for p in plots})
     except ImportError as err:
-        log(f"no plots ({err}): pip install 'flashtune[bench]' for matplotlib")
+        # README installs flashtune from its source folder, not from a package index.
+        log(f"no plots ({err}): pip install matplotlib (or, in flashtune's source folder, "
+            "pip install \".[bench]\"), then `flashtune report` redraws them")
         plots = []
     md_path = out / MARKDOWN_NAME
     md_path.write_text(markdown(result, [p.name for p in plots]))
