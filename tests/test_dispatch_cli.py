@@ -41,6 +41,21 @@ def test_show_lists_winners_with_speedup(fresh_db, capsys):
     assert "8x64" not in capsys.readouterr().out
 
 
+def test_show_says_1x_when_the_default_config_won(fresh_db, capsys):
+    # Defect (README audit): where the heuristic default itself won, "vs default" divided the
+    # default's first trial time by the winner's re-timed median, two measurements of one
+    # config: an interpreter run showed 0.57x (the winner "slower" than itself).
+    device = DeviceInfo.current(torch.device(DEVICE))
+    default = default_config("softmax", SoftmaxProblem(8, 64, "float32"), sm_count=device.sm_count)
+    key = seed(fresh_db, "softmax", "float32", (8, 64), default.as_dict(), median_ms=0.02)
+    with TuneDB(f"sqlite:///{fresh_db}") as db:
+        db.record_trial(device, template_family_hash("softmax"), key, default.as_dict(),
+                        median_ms=0.01, p20_ms=0.009, p80_ms=0.011)
+    assert main(["show"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("softmax "))
+    assert "1.00x" in line and "0.50x" not in line, line
+
+
 def test_show_without_database(fresh_db, capsys):
     assert main(["show"]) == 0
     assert "no winner database" in capsys.readouterr().out

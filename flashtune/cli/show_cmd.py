@@ -47,6 +47,13 @@ def _default_speedup(db, winner) -> str:
             default = default_config(winner.key.op, problem, sm_count=winner.device.sm_count)
     except (KeyError, ValueError, TypeError):
         return "-"
+    try:
+        if validate_config(winner.key.op, winner.config) == default:
+            # The default won: its trial time (a first measurement) against the winner's
+            # re-timed median would compare one config with itself.
+            return "1.00x"
+    except ValueError:
+        pass  # an invalid stored config: compared by its trials below, as before
     for trial in db.trials(winner.device, winner.family_hash, winner.key):
         if trial.status != "ok" or trial.median_ms is None:
             continue
