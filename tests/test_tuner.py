@@ -164,6 +164,34 @@ def test_journal_storage_resumes_without_remeasuring(tmp_path):
     assert not old & {canonical(c) for c, _ in rec.rows}
 
 
+def test_resume_measures_again_a_trial_whose_tell_was_cut_short(tmp_path, monkeypatch):
+    """_tell writes a measurement into its trial one attribute at a time, then tells the trial.
+    A run interrupted in between (Ctrl-C), or a second process sharing the journal that reads
+    it meanwhile, finds a RUNNING trial with a "status" but no times: no result yet, to be
+    measured again. It was refused as a damaged journal ("give a new journal"), which threw
+    away every measurement the journal kept."""
+    import optuna
+
+    journal = str(tmp_path / "study.journal")
+    opts = TuneOptions(n_trials=3, top_k=1, retime_rounds=1, storage=journal, patience=None)
+    real = optuna.trial.Trial.set_user_attr
+
+    def cut_short(self, key, value):
+        if key == "median_ms":  # after "config" and "status", before the times
+            raise KeyboardInterrupt
+        real(self, key, value)
+
+    monkeypatch.setattr(optuna.trial.Trial, "set_user_attr", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts,
+                     study_name="s", candidates=five_configs())
+    monkeypatch.undo()
+    rec = FakeRecorder()
+    result = tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts,
+                          study_name="s", candidates=five_configs(), on_trial=rec)
+    assert result.winner is not None and len(result.measured) == 3 and len(rec.rows) == 3
+
+
 @pytest.mark.parametrize("mode", ["tpe", "grid"])
 @pytest.mark.parametrize("attrs,needle", [
     ({"status": "ok", "median_ms": "0.5", "p20_ms": 0.4, "p80_ms": 0.6}, "median_ms"),

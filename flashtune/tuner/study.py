@@ -283,7 +283,13 @@ def _make_study(search: _Search, name: str):
 
 def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -> None:
     """Configs measured by an earlier run of this study (journal storage) are not re-measured."""
-    for t in study.get_trials(deepcopy=False):
+    from optuna.trial import TrialState
+
+    # Finished trials only, as _tell and _keep leave them: _tell writes the measurement one
+    # attribute at a time before it tells the trial, so a RUNNING one may hold a status without
+    # its times (a run interrupted there, or another process sharing the journal, telling it
+    # now). It has no result yet: its config is measured again.
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
         key = t.user_attrs.get("config")
         # A trial of another space (or no measurement of ours: a trial still asked) is not
         # this search's; type(key) first, as a list there is unhashable.
