@@ -410,6 +410,7 @@ def test_tune_takes_a_repeated_problem_once(tmp_path, capsys, monkeypatch):
     ("--trials", "abc", "integer >= 1"), ("--trials", "\u0663", "integer >= 1"),
     ("--batch", "1_0", "integer >= 1"), ("--seed", "+5", "2**63"),
     ("--precompile-workers", "x", "integer >= 0"), ("--time-budget", "abc", "number > 0"),
+    ("--trial-timeout", "1_0", "number > 0"), ("--total-time", "\u0661\u0662", "number > 0"),
 ])
 def test_tune_number_options_say_what_they_expect(tmp_path, capsys, option, value, expected):
     # Defect (audit): int() and float() failures reached the user as argparse's bare

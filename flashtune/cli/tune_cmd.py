@@ -50,8 +50,12 @@ def _count(text: str) -> int:
 
 def _positive_float(text: str) -> float:
     try:
+        # ASCII, no "_": as the integer options (float() also reads "1_0" and other scripts'
+        # digits); its ValueError would read as argparse's bare "invalid ... value".
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
         value = float(text)
-    except ValueError:  # else argparse's bare "invalid _positive_float value"
+    except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
