@@ -216,6 +216,17 @@ def test_report_rejects_a_damaged_backward_row(bench_run, tmp_path):
     assert rc == 2 and "backward row 0" in err and "'gbs'" in err
 
 
+def test_report_reads_a_result_saved_with_a_utf8_bom(bench_run, tmp_path):
+    # Defect: a result re-saved by a Windows editor (UTF-8 with a byte order mark) was refused
+    # with "not JSON (Unexpected UTF-8 BOM ...)"; `flashtune import` reads such files.
+    out_dir, _, _ = bench_run
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (out_dir / JSON_NAME).read_bytes())
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    assert (tmp_path / "out" / MARKDOWN_NAME).read_text() == (out_dir / MARKDOWN_NAME).read_text()
+
+
 def test_report_rejects_other_json(tmp_path):
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"rows": []}))

@@ -44,7 +44,9 @@ def load_result(path: Any) -> dict:
     path = Path(path)
     raw = _read_result(path)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: a leading byte order mark (a result re-saved by a Windows editor) is
+        # dropped, as `flashtune import` does for a winners file
+        data = json.loads(raw.decode("utf-8-sig"))
     except RecursionError:
         raise ValueError(f"{path}: not a bench result (JSON nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError, or an integer too long
