@@ -184,3 +184,36 @@ def test_no_gpu_is_said_before_out_is_made(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "needs a CUDA GPU" in err and "--interpret" in err and "Traceback" not in err
     assert not (tmp_path / "benchmarks").exists()
+
+
+def test_attention_rows_say_how_the_dispatcher_picked(tmp_path, monkeypatch):
+    """Defect: the attention rows' "flashtune config" always read "chooser: ..." (the hook
+    flashtune.attention passes is the dispatcher's), so a report could not tell a tuned winner
+    from the heuristic default; the softmax rows say "exact", "nearest" or "default"."""
+    from dispatch_helpers import DEVICE, seed_attention
+
+    from flashtune.attention_op import set_config_chooser
+    from flashtune.bench.attention import _config_info
+    from flashtune.gen.attention_space import AttentionProblem
+
+    path = tmp_path / "tuned.sqlite"
+    monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{path}")
+    dispatch.reset()
+    try:
+        q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16, device=DEVICE) for _ in range(3))
+        assert _config_info(q, k, v, True)["how"] == "default"
+        winner = dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1, exp2=False,
+                      pv_acc="fp32", persistent=True, tma=False, warp_specialize=False)
+        seed_attention(path, AttentionProblem(1, 2, 2, 40, 40, 16, True, "float16"), winner)
+        dispatch.reset()
+        info = _config_info(q, k, v, True)
+        assert info["how"] == "exact" and info["config"]["BLOCK_M"] == 16, info
+        # A chooser installed by the user is still named as such.
+        set_config_chooser(lambda op, problem, device: winner)
+        try:
+            assert _config_info(q, k, v, True)["how"] == "chooser"
+        finally:
+            set_config_chooser(None)
+    finally:
+        monkeypatch.undo()
+        dispatch.reset()

@@ -22,17 +22,26 @@ def tflops(batch: int, heads: int, n: int, d: int, causal: bool, ms: float) -> f
 
 
 def _config_info(q, k, v, causal: bool) -> dict:
-    """The config flashtune.attention runs for these inputs (chooser hook, else the heuristic)."""
+    """The config flashtune.attention runs for these inputs, and how it was picked."""
     from .. import attention_op
+    from ..dispatch import attention as dispatch_attention
     from ..gen import attention_ops
 
     chooser = getattr(attention_op, "_chooser", None)  # what flashtune.attention passes on
     try:
         problem = attention_ops.problem_of(q, k, causal)
         config = attention_ops.select_config(problem, (q, k, v), None, chooser)
+        if chooser is dispatch_attention.choose:
+            # The dispatcher (the default hook): say how it picked ("exact", "nearest",
+            # "default"), as the softmax rows do; "chooser" would hide whether a tuned winner ran.
+            # FLASHTUNE_DISABLE=1: the heuristic, whatever the database holds.
+            how = ("default" if dispatch_attention.RUNTIME.disabled
+                   else dispatch_attention.choice(problem, q.device).how)
+        else:
+            how = "chooser" if chooser is not None else "default"
     except Exception as err:  # noqa: BLE001 - informative only
         return {"error": f"{type(err).__name__}: {err}"[:200]}
-    return {"how": "chooser" if chooser is not None else "default", "config": config.as_dict()}
+    return {"how": how, "config": config.as_dict()}
 
 
 def run_attention(shapes, dtypes, timer: Timer, device: str, phase: Phase, interpret: bool,
