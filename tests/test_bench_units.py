@@ -217,3 +217,21 @@ def test_attention_rows_say_how_the_dispatcher_picked(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         dispatch.reset()
+
+
+def test_softmax_rows_under_flashtune_disable_say_torch_ran(monkeypatch):
+    """Defect: with FLASHTUNE_DISABLE=1 flashtune.softmax calls torch.softmax, yet the report's
+    "flashtune config" column named a Triton config ("default: row block=128 ...")."""
+    from flashtune.bench.report import _dispatch
+    from flashtune.bench.softmax import dispatch_info
+
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    try:
+        info = dispatch_info("softmax", 4, 128, "float16", "cpu")
+        assert "config" not in info and "FLASHTUNE_DISABLE" in info["how"], info
+        assert _dispatch({"dispatch": info}) == info["how"]
+    finally:
+        monkeypatch.undo()
+        dispatch.reset()
+    assert dispatch_info("softmax", 4, 128, "float16", "cpu")["config"]["regime"] == "row"

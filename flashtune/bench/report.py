@@ -104,6 +104,8 @@ def _dispatch(ours: dict | None) -> str:
     if "how" not in info:
         return "-"
     config = info.get("config") or {}
+    if not config:  # no kernel config ran (FLASHTUNE_DISABLE=1: torch)
+        return info["how"]
     if "regime" in config:
         from ..dispatch.info import compact_config
 

@@ -20,8 +20,11 @@ COMPILED_PEERS = ("torch.compile",)
 
 def dispatch_info(op: str, rows: int, cols: int, dtype: str, device: str) -> dict:
     """Which config the dispatcher runs for this problem of ``op``, and how it was picked."""
-    from ..dispatch import choice
+    from ..dispatch import RUNTIME, choice
 
+    if RUNTIME.disabled and op in ("softmax", "log_softmax"):
+        # FLASHTUNE_DISABLE=1: flashtune.softmax calls torch.softmax, no flashtune config runs
+        return {"how": "torch (FLASHTUNE_DISABLE=1)"}
     try:
         picked = choice(op, (rows, cols), dtype, device)
     except Exception as err:  # noqa: BLE001 - informative only
