@@ -252,6 +252,9 @@ def _tamper(row_path, value):
     (_tamper(["meta", "wall_s"], 10**400), "'wall_s' must be int/float or absent"),
     (_tamper(["softmax", 0, "cols"], 0), "'cols' must be >= 1"),
     (_tamper(["attention", 0, "N"], -5), "'N' must be >= 1"),
+    # the plots put sizes on log axes: an int no float holds was an OverflowError traceback
+    (_tamper(["softmax", 0, "cols"], 10**400), "'cols' must be >= 1 and at most 1e308"),
+    (_tamper(["attention", 0, "N"], 10**400), "'N' must be >= 1 and at most 1e308"),
     (_tamper(["softmax", 0, "error"], ["a"]), "'error' must be str or absent"),
     (_tamper(["softmax", 0, "causal"], [1]), "'causal' must be bool or absent"),
     (_tamper(["softmax", 0, "check", "detail"], {"a": 1}), "'detail' must be str or absent"),

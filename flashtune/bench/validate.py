@@ -86,8 +86,10 @@ def check_rows(section: str, rows: list) -> None:
             raise ResultError(f"{where}: 'dtype' must be a name of letters, digits and _, "
                               f"got {_show(row['dtype'])}")
         for key in SIZE_KEYS & set(ROW_KEYS[section]):
-            if row[key] < 1:
-                raise ResultError(f"{where}: {key!r} must be >= 1, got {_show(row[key])}")
+            # within a float too: the plots put the sizes on log axes (10**400: OverflowError)
+            if row[key] < 1 or not _is(row[key], _NUMBER):
+                raise ResultError(f"{where}: {key!r} must be >= 1 and at most 1e308, "
+                                  f"got {_show(row[key])}")
         if row["status"] == "ok":
             _need(row, OK_KEYS[section], where)
         for key in ("check", "speedup", "dispatch"):
