@@ -265,6 +265,11 @@ def _tamper(row_path, value):
     (_tamper(["softmax", 0, "dispatch"], {"how": 5}), "'how' must be str or absent"),
     (_tamper(["tuning", "problems", 0, "bucket"], {"rows_bucket": 8}),
      "needs both rows_bucket and cols_bucket"),
+    # read by the plots but not checked: a TypeError line ("'>' not supported between ...")
+    # or an OverflowError traceback
+    (_tamper(["overhead", "budget_us"], None), "'budget_us' must be int/float or absent"),
+    (_tamper(["overhead", "budget_us"], 10**400), "'budget_us' must be int/float or absent"),
+    (_tamper(["tuning", "problems", 0, "trials", 0, "n"], 10**400), "'n' must be int, got a huge"),
 ])
 def test_report_names_a_tampered_value_instead_of_a_traceback(bench_run, tmp_path, change, needle):
     # Defects: these passed the checks and then failed inside the renderers (OverflowError,

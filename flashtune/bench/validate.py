@@ -128,6 +128,7 @@ def check_extras(data: dict) -> None:
             if not isinstance(r, dict):
                 raise ResultError(f"overhead result {i}: must be an object")
             _need(r, {"name": (str,), "host_us": _NUMBER, "wall_us": _NUMBER}, f"overhead result {i}")
+        _optional(overhead, "budget_us", _NUMBER, "overhead", null_ok=False)  # the plot's line
     _optional(data, "tuning", (dict,), "result")
     problems = (data.get("tuning") or {}).get("problems") or []
     if not isinstance(problems, list):
@@ -147,6 +148,8 @@ def check_extras(data: dict) -> None:
             if not isinstance(t, dict):
                 raise ResultError(f"{where} trial {j}: must be an object")
             _need(t, {"n": (int,), "status": (str,)}, f"{where} trial {j}")
+            if not _is(t["n"], _NUMBER):  # the plot's x axis computes in floats
+                raise ResultError(f"{where} trial {j}: 'n' must be int, got {_show(t['n'])}")
             if t["status"] == "ok" and not {"median_ms", "best_ms"} <= set(t):
                 raise ResultError(f"{where} trial {j}: an ok trial needs 'median_ms' and 'best_ms'")
             for key in ("median_ms", "best_ms"):
