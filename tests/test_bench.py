@@ -237,6 +237,17 @@ def test_report_rejects_other_json(tmp_path):
     assert rc == 2 and "not JSON" in err
 
 
+def test_report_says_a_result_of_another_schema_version_is_one(bench_run, tmp_path):
+    # Defect: a result written by another flashtune version (schema "flashtune-bench/2") was
+    # called "not a flashtune bench result", which sends the user looking for the wrong file.
+    _, result, _ = bench_run
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(dict(result, schema="flashtune-bench/2")))
+    rc, _, err = _cli("report", str(path))
+    assert rc == 2 and "not a flashtune bench result" not in err, err
+    assert "'flashtune-bench/2'" in err and f"{SCHEMA!r}" in err and "version" in err, err
+
+
 def _tamper(row_path, value):
     """A function setting result[row_path...] = value (a path of keys and indexes)."""
     def apply(result):

@@ -51,7 +51,12 @@ def load_result(path: Any) -> dict:
         raise ValueError(f"{path}: not a bench result (JSON nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError, or an integer too long
         raise ValueError(f"{path}: not JSON ({err})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(schema, str) and schema.startswith("flashtune-bench/") and schema != SCHEMA:
+        # a bench result all the same: say so, not "not a bench result"
+        raise ValueError(f"{path}: a bench result of another flashtune version (schema "
+                         f"{schema[:40]!r}); this flashtune reads schema {SCHEMA!r}")
+    if schema != SCHEMA:
         raise ValueError(f"{path}: not a flashtune bench result (expected schema {SCHEMA!r})")
     data.setdefault("backward", [])  # results written before the backward cases existed
     for key, kind in (("meta", dict), ("softmax", list), ("backward", list), ("attention", list)):
