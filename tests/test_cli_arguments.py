@@ -423,3 +423,16 @@ def test_tune_number_options_say_what_they_expect(tmp_path, capsys, option, valu
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert stop.value.code == 2 and last.startswith("flashtune tune: error: argument " + option)
     assert expected in last and "invalid" not in last, last
+
+
+@pytest.mark.parametrize("value", ["abc", "1_0", "\u0661\u0662"])
+def test_bench_budget_says_what_it_expects(tmp_path, capsys, value):
+    # As the tune options: float() took "1_0" and other scripts' digits, and its failure read
+    # as argparse's bare "invalid float value".
+    from flashtune.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--interpret", "--budget", value, "--out", str(tmp_path / "b")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and last.startswith("flashtune bench: error: argument --budget")
+    assert "number of seconds" in last and "invalid" not in last, last

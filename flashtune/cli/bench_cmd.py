@@ -25,9 +25,13 @@ import math
 import sys
 from pathlib import Path
 
-from .options import add_db_option, check_out_folder
+from .options import add_db_option, ascii_float, check_out_folder
 
 DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
+
+
+def _seconds(text: str) -> float:
+    return ascii_float(text, "a number of seconds")  # > 0 and finite: checked in run()
 
 
 def register(sub) -> None:
@@ -35,7 +39,7 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
                    help="output folder (default: benchmarks/results in the current folder)")
-    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "
                         "GPU, none under --interpret); late cases drop compiled peers, then are skipped")
     p.add_argument("--quick", action="store_true", help="a subset of the shape sets")

@@ -42,3 +42,14 @@ def ascii_int(text: str, expected: str = "a whole number") -> int:
     if not (stripped.isascii() and stripped.isdigit()):
         raise argparse.ArgumentTypeError(f"expected {expected} in ASCII digits, got {text!r}")
     return int(stripped)
+
+
+def ascii_float(text: str, expected: str = "a number") -> float:
+    """An argparse number in ASCII, without "_" (float() also reads "1_0" and other scripts'
+    digits, and its ValueError reaches the user as argparse's bare "invalid ... value")."""
+    try:
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None

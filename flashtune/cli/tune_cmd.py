@@ -34,7 +34,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .options import add_db_option, ascii_int, check_writable_db
+from .options import add_db_option, ascii_float, ascii_int, check_writable_db
 
 
 def _positive_int(text: str) -> int:
@@ -49,14 +49,7 @@ def _count(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    try:
-        # ASCII, no "_": as the integer options (float() also reads "1_0" and other scripts'
-        # digits); its ValueError would read as argparse's bare "invalid ... value".
-        if not text.isascii() or "_" in text:
-            raise ValueError(text)
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    value = ascii_float(text, "a number > 0")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
