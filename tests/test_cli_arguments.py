@@ -436,3 +436,20 @@ def test_bench_budget_says_what_it_expects(tmp_path, capsys, value):
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert stop.value.code == 2 and last.startswith("flashtune bench: error: argument --budget")
     assert "number of seconds" in last and "invalid" not in last, last
+
+
+def test_output_to_a_reader_that_went_away_stops_quietly():
+    # Defect (audit): `flashtune show | head` printed "flashtune show: error: [Errno 32] Broken
+    # pipe" once head had its lines. Unix tools stop quietly there (status 128 + SIGPIPE).
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write fails with EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "flashtune", "source", "softmax"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -56,11 +57,26 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = one_line
     try:
         return int(args.run(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`flashtune show | head`): stop quietly, as Unix tools do
+        # (their status after SIGPIPE, 128 + 13), not "error: [Errno 32] Broken pipe".
+        _silence_stdout()
+        return 141
     except (ValueError, TypeError, OSError) as err:
         print(f"flashtune {args.command}: error: {err}", file=sys.stderr)
         return 2
     finally:
         warnings.formatwarning = previous
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device: Python flushes it again at exit, which would report
+    the broken pipe a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured, replaced)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
