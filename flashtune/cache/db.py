@@ -35,8 +35,9 @@ TRIALS: Table = TrialRow.__table__
 MAX_ERROR_CHARS = 4000  # a compiler traceback is kept, a runaway one is cut
 
 
-def _create_shareable(path: Path) -> None:
-    """Create the new database file with the mode a plain open gives (0o666 less the umask).
+def create_shareable(path: Path) -> None:
+    """Create a new SQLite file (a winner database, a tuner's journal) with the mode a plain
+    open gives (0o666 less the umask).
 
     SQLite would create it 0o644 whatever the umask, and its -wal and -shm files take the
     database file's mode: a team sharing a database under umask 002 could not tune into it.
@@ -96,7 +97,7 @@ class TuneDB:
                 raise CacheError(f"cannot create the folder of the winner database {path}: "
                                  f"{err.strerror or err}. {writable_place(self._given)}.") from None
             if why == "missing":
-                _create_shareable(path)
+                create_shareable(path)
         self._engine = make_engine(self._url, self._timeout, read_only=self._read_only)
         try:
             if read_only:

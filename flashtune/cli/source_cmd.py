@@ -24,11 +24,6 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _parse_int(text: str) -> int:
-    # No tunable takes a negative value, so there is no sign to allow.
-    return ascii_int(text)
-
-
 def _parse_dims(text: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
     # ASCII digits only, as `tune --problem` takes: str.isdigit also accepts digits int()
@@ -60,7 +55,8 @@ def register(sub) -> None:
             if param.name in seen:
                 continue
             seen.add(param.name)
-            parse = {bool: _parse_bool, int: _parse_int}.get(param.kind, param.kind)
+            # ints: ASCII digits, no sign (no tunable is negative)
+            parse = {bool: _parse_bool, int: ascii_int}.get(param.kind, param.kind)
             p.add_argument(f"--{param.name.replace('_', '-')}", dest=param.name, type=parse,
                            default=None, help=f"{param.doc}; one of {list(param.exhaustive)}")
     p.set_defaults(run=run)

@@ -272,7 +272,7 @@ def _create_sqlite_file(url: str) -> None:
     is left to Optuna's open to take or report."""
     from sqlalchemy.engine import make_url
 
-    from ..regular_file import create_new
+    from ..cache.db import create_shareable
 
     try:
         parsed = make_url(url)
@@ -281,10 +281,7 @@ def _create_sqlite_file(url: str) -> None:
     if (parsed.get_backend_name() != "sqlite" or parsed.query
             or parsed.database in (None, "", ":memory:")):
         return
-    try:
-        os.close(create_new(parsed.database))
-    except OSError:
-        pass
+    create_shareable(parsed.database)
 
 
 def run(args) -> int:
