@@ -72,20 +72,26 @@ def main():
         tag = f"C{C} w{W} K{K} r{R} sync{S}"
         try:
             def run():
-                kern[(rows,)](x, y, P, cols, x.stride(0), y.stride(0), C=C, T=T, SYNC=S, **opts)
-            run()
+                return kern[(rows,)](x, y, P, cols, x.stride(0), y.stride(0), C=C, T=T, SYNC=S, **opts)
+            compiled = run()
             torch.cuda.synchronize()
             err = (y.double() - ref).abs().max().item()
             t = bench(run)
             err = max(err, (y.double() - ref).abs().max().item())
-            ck = kern.device_caches[0][0] if False else None  # noqa: F841
         except Exception as e:  # noqa: BLE001
             say(f"  {tag}: {type(e).__name__}: {str(e)[:400]}")
             continue
         info = ""
         try:
-            for v in kern.device_caches[torch.cuda.current_device()][0].values():
+            for v in [compiled]:
                 info = f"regs {v.n_regs} spills {v.n_spills}"
+                if C > 1:
+                    try:
+                        occ = triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+                            v.function, v.metadata.shared, C)
+                        info += f" max_active_clusters {occ}"
+                    except Exception as e:  # noqa: BLE001
+                        info += f" (max_active_clusters: {type(e).__name__}: {str(e)[:80]})"
                 if "dump" not in done_peers:
                     done_peers.add("dump")
                     open(os.path.join(out, "first.ttgir"), "w").write(v.asm["ttgir"])
