@@ -68,35 +68,48 @@ class _NoInput:
 _NO_INPUT = _NoInput()
 
 
+class _NoX:
+    """``x``'s default: unlike None, a value no caller passes, so a fourth positional argument
+    (softmax(t, -1, None, None)) is told from ``x`` left out and refused, as torch.softmax
+    refuses it; ``x`` itself stays positional-capable for speed (see the comment below)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_NO_X = _NoX()
+
+
 # The signature is torch.softmax's, (input, dim, dtype=None), with dim defaulting to the last
 # axis. ``x``: the first argument's former name, which torch.softmax also accepts (its
 # numpy-style alias of ``input``), still taken by keyword. Hence ``input`` has a default: a call
 # that names only ``x`` leaves ``input`` unset (_NO_INPUT); that is no tensor, so such a call
-# misses the hot path and _call sorts the arguments out. ``x is None`` on the hot path: a call
-# that gives both must not launch ``input``'s plan and ignore ``x`` (_call refuses it). ``x``
+# misses the hot path and _call sorts the arguments out. ``x is _NO_X`` on the hot path: a call
+# that gives both must not launch ``input``'s plan and ignore ``x`` (_call refuses it), and a
+# fourth positional argument, None included, lands in ``x`` and is refused there. ``x``
 # is not keyword-only: CPython (3.11+) does not specialize calls of functions with
 # keyword-only parameters, about 20 ns more per call on the CPU box (the positional one and
 # the check cost about 3 ns).
 def softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
-            dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
+            dtype: torch.dtype | None = None, x: torch.Tensor = _NO_X) -> torch.Tensor:
     """Softmax of ``input`` along ``dim`` (like torch.softmax) with the tuned kernel.
 
     ``dtype``: as in torch.softmax, ``input`` is cast to it before the op (a floating dtype).
     ``x``: the former name of ``input`` (pass it by keyword)."""
     plan = _hot_plan(_SOFTMAX_PLANS, input, dim, dtype)
-    if plan is not None and x is None:
+    if plan is not None and x is _NO_X:
         return plan(input)
     return _call(input, dim, False, dtype, x)
 
 
 def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
-                dtype: torch.dtype | None = None, x: torch.Tensor | None = None) -> torch.Tensor:
+                dtype: torch.dtype | None = None, x: torch.Tensor = _NO_X) -> torch.Tensor:
     """Log-softmax of ``input`` along ``dim`` (like torch.log_softmax) with the tuned kernel.
 
     ``dtype``: as in torch.log_softmax, ``input`` is cast to it before the op (a floating
     dtype). ``x``: the former name of ``input`` (pass it by keyword)."""
     plan = _hot_plan(_LOG_SOFTMAX_PLANS, input, dim, dtype)
-    if plan is not None and x is None:
+    if plan is not None and x is _NO_X:
         return plan(input)
     return _call(input, dim, True, dtype, x)
 
@@ -126,13 +139,16 @@ def _hot_plan(plans, x, dim, dtype):
 def _input_argument(input, x, log: bool):
     """The input tensor of a call that named it ``x`` (the former keyword) or gave none."""
     name = "log_softmax" if log else "softmax"
-    if x is None:
-        # softmax() or softmax(None) (one message for both)
+    if x is not _NO_X and input is not _NO_INPUT:
+        # softmax(t, x=u), softmax(None, x=t), or a fourth positional argument (which fills
+        # ``x``; Python cannot tell the two apart): torch.softmax refuses both.
+        raise TypeError(f"{name}() takes at most 3 positional arguments (input, dim, dtype) "
+                        "and the input once; got a fourth argument, or the input twice: as "
+                        "'input' and as 'x' (the former name of 'input'); pass it once")
+    if x is None or x is _NO_X:
+        # softmax(), softmax(None) or softmax(x=None) (one message for all)
         raise TypeError(f"{name}() missing required argument 'input': a torch.Tensor, got "
                         "none (or None)")
-    if input is not _NO_INPUT:  # an explicit None too: softmax(None, x=t)
-        raise TypeError(f"{name}() got the input twice: as 'input' and as 'x' (the former name "
-                        "of 'input'); pass it once")
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     return x
@@ -158,8 +174,8 @@ def _cast(x, dtype):
     return x.to(dtype)
 
 
-def _call(x, dim, log: bool, dtype=None, x_keyword=None) -> torch.Tensor:
-    if x is None or x is _NO_INPUT or x_keyword is not None:
+def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
+    if x is None or x is _NO_INPUT or x_keyword is not _NO_X:
         # Called as softmax(x=t) (the former keyword), or with no input: once sorted out, the
         # call goes round again, so x= callers reach the stored plans too.
         x = _input_argument(x, x_keyword, log)

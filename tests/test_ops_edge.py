@@ -113,3 +113,22 @@ def test_an_explicit_none_input_with_x_is_a_type_error(ours, device):
         with pytest.raises(TypeError, match="input twice"):
             ours(input=None, x=x, dim=0)
         ours(x=x)
+
+
+@pytest.mark.parametrize("ours,theirs", OPS, ids=["softmax", "log_softmax"])
+def test_a_fourth_positional_argument_is_refused_like_torch(ours, theirs, device):
+    """torch.softmax takes at most 3 positional arguments. A fourth one filled ``x`` (the
+    former name of ``input``), so softmax(t, -1, None, None) ran as softmax(t, -1)."""
+    x = torch.randn(3, 7, device=device)
+    with pytest.raises(TypeError):
+        theirs(x, -1, None, None)
+    for _ in range(2):  # the second time a plan for x exists
+        with pytest.raises(TypeError, match="at most 3 positional arguments"):
+            ours(x, -1, None, None)
+        with pytest.raises(TypeError, match="at most 3 positional arguments"):
+            ours(x, -1, None, x)
+        with pytest.raises(TypeError, match="at most 3 positional arguments"):
+            ours(x, x=None)
+        ours(x, -1, None)
+    with pytest.raises(TypeError, match="missing required argument 'input'"):
+        ours(x=None)
