@@ -109,6 +109,33 @@ def _backward(ctx, grad_out, grad_lse):
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+# -- vmap --------------------------------------------------------------------------------------
+# Without a batching rule torch runs the op once per batch entry (and warns). The vmapped dim
+# is one more batch dim to the kernel: fold it into B, run once, unfold the results.
+def _vmap_first(t: torch.Tensor, bdim: Optional[int], size: int) -> torch.Tensor:
+    if bdim is None:  # shared by every vmap entry: the kernel wants it once per entry
+        return t.unsqueeze(0).expand(size, *t.shape)
+    return t.movedim(bdim, 0)
+
+
+def _attention_fwd_vmap(info, in_dims, q, k, v, causal, scale, return_lse):
+    size = info.batch_size
+    q, k, v = (_vmap_first(t, d, size) for t, d in zip((q, k, v), in_dims[:3]))
+    batch = q.shape[1]
+    # reshape, not view: an expanded (shared) k or v is copied here, once per entry
+    out, lse = torch.ops.flashtune.attention_fwd(
+        q.reshape(size * batch, *q.shape[2:]), k.reshape(size * batch, *k.shape[2:]),
+        v.reshape(size * batch, *v.shape[2:]), causal, scale, return_lse)
+    out = out.unflatten(0, (size, batch))
+    if not return_lse:  # the placeholder (0,) tensor is not batched
+        return (out, lse), (0, None)
+    return (out, lse.unflatten(0, (size, batch))), (0, 0)
+
+
+if hasattr(attention_fwd, "register_vmap"):  # torch >= 2.4
+    attention_fwd.register_vmap(_attention_fwd_vmap)
+
+
 def _refuse_forward_ad(*tensors: torch.Tensor) -> None:
     if getattr(_forward_ad, "_current_level", -1) >= 0 and any(
             _forward_ad.unpack_dual(t).tangent is not None for t in tensors):

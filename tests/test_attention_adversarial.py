@@ -423,11 +423,30 @@ def test_torch_compile_fullgraph(device):
 def test_vmap_matches_a_loop(device):
     q = torch.randn(3, 1, 2, 9, 16, dtype=torch.float16, device=device)
     k, v = (torch.randn(3, 1, 1, 13, 16, dtype=torch.float16, device=device) for _ in range(2))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch warns that vmap falls back to a loop
-        batched = torch.vmap(lambda a, b, c: flashtune.attention(a, b, c, causal=True))(q, k, v)
+    batched = torch.vmap(lambda a, b, c: flashtune.attention(a, b, c, causal=True))(q, k, v)
     looped = torch.stack([flashtune.attention(q[i], k[i], v[i], causal=True) for i in range(3)])
     assert torch.equal(batched, looped)
+
+
+def test_vmap_runs_the_kernel_once_with_no_fallback_warning(device):
+    """README: torch.ops.flashtune.* have vmap rules. Without one torch loops over the batch
+    and warns of a "performance drop"; here the vmapped dim folds into the kernel's batch,
+    for any in_dims, shared (unbatched) k/v, and lse."""
+    q = torch.randn(2, 3, 2, 9, 16, dtype=torch.float16, device=device)  # vmapped dim 1
+    k, v = (torch.randn(2, 1, 13, 16, dtype=torch.float16, device=device) for _ in range(2))
+    kb = torch.randn(3, 2, 1, 13, 16, dtype=torch.float16, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, lse = torch.vmap(
+            lambda a, b, c: flashtune.attention(a, b, c, causal=True, return_lse=True),
+            in_dims=(1, None, None))(q, k, v)
+        out_b = torch.vmap(lambda a, b: flashtune.attention(a, b, v, scale=0.5),
+                           in_dims=(1, 0))(q, kb)
+    for i in range(3):
+        ref, ref_lse = flashtune.attention(q[:, i], k, v, causal=True, return_lse=True)
+        assert torch.equal(out[i], ref) and torch.equal(lse[i], ref_lse)
+        assert torch.equal(out_b[i], flashtune.attention(q[:, i], kb[i], v, scale=0.5))
+    assert out.shape == (3, 2, 2, 9, 16) and lse.shape == (3, 2, 2, 9)
 
 
 # --- dispatcher: an input error does not cost the tuned config -------------------------------------
