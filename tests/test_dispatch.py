@@ -221,6 +221,34 @@ def test_missing_database_defaults_and_warns_once(fresh_db):
     assert not fresh_db.exists(), "a runtime read must not create the database"
 
 
+def _no_tables_wal(path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")  # writes SQLite's header: a database, no tables
+    conn.close()
+
+
+@pytest.mark.parametrize("make", [lambda p: p.write_bytes(b""), _no_tables_wal],
+                         ids=["zero-bytes", "no-tables"])
+def test_empty_database_file_is_an_empty_cache_without_warning(fresh_db, make):
+    # Defect: a 0-byte file (SQLite's empty database: one a tuner has just created, before its
+    # tables) warned "holds no flashtune schema v1 winners table", as if it were another
+    # program's file; `flashtune show` reads it as a database with no winners, and so does the
+    # runtime now: defaults, no warning, the file left as it was.
+    make(fresh_db)
+    before = fresh_db.read_bytes()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(3, 20, device=DEVICE)
+        for _ in range(2):
+            torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+        picked = dispatch.choice("softmax", (3, 20), "float32", DEVICE)
+    assert picked.how == "default"
+    assert _ours(caught) == [], [str(w.message) for w in _ours(caught)]
+    assert fresh_db.read_bytes() == before
+
+
 def test_broken_database_correct_results_one_warning(fresh_db):
     fresh_db.write_bytes(os.urandom(4096))
     with warnings.catch_warnings(record=True) as caught:

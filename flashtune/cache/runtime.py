@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from sqlalchemy import and_, false, or_
+from sqlalchemy import and_, false, inspect, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine,
@@ -63,6 +63,11 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     try:
         table = WinnerRow.__table__
         with reading(engine) as conn:
+            found = inspect(conn)
+            if not found.get_table_names() and not found.get_view_names():
+                # SQLite's empty database (a 0-byte file, one a tuner has just created): no
+                # winners yet, nothing wrong, as `flashtune show` reads it too.
+                return []
             others = prepare(conn, create=False)
             conditions = device_filter(table, device)
             if families is not None:
