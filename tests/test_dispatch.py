@@ -339,6 +339,37 @@ def test_log_switch_logs_once_per_problem(fresh_db, monkeypatch, caplog):
     assert "2x300" in second and "default" in second
 
 
+@pytest.mark.parametrize("temp_writable", [True, False], ids=["temp-folder", "memory"])
+def test_log_names_where_the_source_really_is(fresh_db, tmp_path, monkeypatch, caplog,
+                                               temp_writable):
+    # Defect: FLASHTUNE_LOG named <cache>/kernels/<variant>.py whatever happened to it; where
+    # that folder cannot be written the file is in the temp folder, or nowhere (the kernel runs
+    # from memory), and the logged path was a file that was never written.
+    import flashtune.gen.loader as loader_mod
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setenv("FLASHTUNE_LOG", "1")
+    fallback = (tmp_path if temp_writable else blocker) / "tmp" / "kernels"
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
+    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
+    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    dispatch.reset()
+    x = torch.randn(3, 41, device=DEVICE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DispatchWarning)
+        with caplog.at_level(logging.INFO, logger="flashtune"):
+            torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "flashtune"]
+    assert str(blocker / "cache") not in line, line
+    if temp_writable:
+        logged = line.rsplit("source ", 1)[1].strip()
+        assert logged.startswith(str(fallback)) and os.path.isfile(logged), line
+    else:
+        assert "not written" in line, line
+
+
 def test_integer_dtype_is_a_type_error(fresh_db):
     with pytest.raises(TypeError, match="torch.int64"):
         flashtune.softmax(torch.arange(6, device=DEVICE).reshape(2, 3))

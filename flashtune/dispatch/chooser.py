@@ -227,7 +227,12 @@ class Dispatcher:
         choice = Choice(op, problem, config, how, family.bucket(problem), tuned, dev.name)
         level = self.settings.log_level
         if self._log.isEnabledFor(level):
-            from ..gen import source_path
+            from ..gen.variants import written_source
 
-            self._log.log(level, "%s; source %s", choice.describe(), source_path(op, config))
+            # Where the file is (the temp folder's when the cache folder cannot be written),
+            # not where it should be: a path that was never written misleads.
+            where = written_source(op, config)
+            self._log.log(level, "%s; source %s", choice.describe(),
+                          where if where is not None
+                          else "not written (no writable folder: the kernel runs from memory)")
         return choice

@@ -163,10 +163,26 @@ def _written_or_unwritten(variant: RenderedVariant) -> Path | None:
 _warned_unwritable: list[bool] = []  # one warning per process
 
 
+def _key(variant: RenderedVariant) -> tuple[str, str, bool]:
+    # The interpreter choice is made when @triton.jit runs, so it is part of the key.
+    return (variant.module_name, str(paths.kernel_dir()), interpreter_mode())
+
+
+def written_source(variant: RenderedVariant) -> Path | None:
+    """Where the variant's source file really is, for FLASHTUNE_LOG: the cache folder's file,
+    the temp folder's (the cache folder cannot be written), or None (no folder can be: the
+    kernel runs from memory). ``source_path`` is only where the file should go. Written now
+    if not loaded yet: the log line comes before the kernel's first load."""
+    module = _loaded.get(_key(variant))
+    if module is not None:
+        where = getattr(module, "__file__", None)  # None: loaded from memory
+        return None if where is None else Path(where)
+    return _written_or_unwritten(variant)
+
+
 def load(variant: RenderedVariant) -> ModuleType:
     """The imported module of a variant; rendered source is written and imported once."""
-    # The interpreter choice is made when @triton.jit runs, so it is part of the key.
-    key = (variant.module_name, str(paths.kernel_dir()), interpreter_mode())
+    key = _key(variant)
     module = _loaded.get(key)
     if module is not None:
         return module

@@ -43,6 +43,11 @@ def source_path(op: str, config: Mapping[str, Any]):
     return loader.source_path(render_variant(op, config))
 
 
+def written_source(op: str, config: Mapping[str, Any]):
+    """Where the variant's source file is (written if not yet), None if only in memory."""
+    return loader.written_source(render_variant(op, config))
+
+
 @functools.lru_cache(maxsize=None)
 def template_family_hash(op: str) -> str:
     """What a tuned winner must carry to be served: the hash of the op's template files and,
