@@ -17,7 +17,7 @@ APP_NAME = "flashtune"
 def cache_dir() -> Path:
     """The root cache folder (not created here)."""
     override = os.environ.get("FLASHTUNE_CACHE_DIR")
-    if override:
+    if override and override.strip():  # set but blank: as if unset (as for FLASHTUNE_DB)
         return Path(override).expanduser()
     import platformdirs
 

@@ -209,6 +209,18 @@ def test_blank_environment_value_is_unset(monkeypatch, tmp_path):
     assert resolve_url(None).database == str(tmp_path / "tuned.sqlite")
 
 
+def test_blank_cache_dir_is_unset(monkeypatch, tmp_path):
+    # Defect: FLASHTUNE_CACHE_DIR="  " (set but blank) was a relative folder named "  ": kernels
+    # and the default database went under whatever folder the process ran in, while a blank
+    # FLASHTUNE_DB already meant "unset".
+    from flashtune import paths
+
+    monkeypatch.delenv("FLASHTUNE_CACHE_DIR", raising=False)
+    default = paths.cache_dir()
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", "  ")
+    assert paths.cache_dir() == default and paths.kernel_dir() == default / "kernels"
+
+
 @pytest.mark.parametrize("url, reason", [
     ("postgresql://u@host:abc/db", "not an SQLAlchemy database URL"),
     # a parameter flashtune cannot honour: refused, one warning, and the model keeps running
