@@ -56,6 +56,8 @@ def test_corrupt_file_runtime_path(corrupt_file):
     winners, said = _runtime_twice(f"sqlite:///{corrupt_file}")
     assert winners == [] and len(said) == 1
     assert "not a readable SQLite database" in said[0] and "default kernels" in said[0]
+    # one sentence: explain()'s advice ends with a period, which "; ..." followed (".;")
+    assert ".;" not in said[0], said[0]
 
 
 # -- a folder that cannot exist ---------------------------------------------------------------
@@ -207,6 +209,7 @@ def test_locked_database_runtime_path(sqlite_url, tmp_path, monkeypatch):
         holder.execute("ROLLBACK")
         holder.close()
     assert winners == [] and len(said) == 1 and "locked" in said[0]
+    assert ".;" not in said[0], said[0]
 
 
 # -- rows tampered with behind flashtune's back -----------------------------------------------

@@ -79,8 +79,10 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
         warn_once(where, "schema", f"flashtune winner database {where}: {err}; {_FALLBACK}")
         return []
     except CACHE_FAILURES as err:
-        warn_once(where, "error", f"flashtune winner database could not be read: "
-                                  f"{explain(err, resolved, RUNTIME_TIMEOUT_S)}; {_FALLBACK}")
+        # explain()'s advice ends a sentence; the fallback follows after "; "
+        why = explain(err, resolved, RUNTIME_TIMEOUT_S).removesuffix(".")
+        warn_once(where, "error", f"flashtune winner database could not be read: {why}; "
+                                  f"{_FALLBACK}")
         return []
     finally:
         engine.dispose()
