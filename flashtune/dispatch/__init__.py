@@ -13,7 +13,8 @@ from __future__ import annotations
 from .attention import choice as attention_choice
 from .chooser import Choice, Dispatcher, resolve_device
 from .runtime import RUNTIME, reset
-from .table import DispatchWarning, WinnerTable
+from ..gen.notices import DispatchWarning
+from .table import WinnerTable
 
 __all__ = ["attention_choice", "Choice", "Dispatcher", "DispatchWarning", "RUNTIME", "WinnerTable", "choice", "reset"]
 

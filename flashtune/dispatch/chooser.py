@@ -18,11 +18,12 @@ from typing import Any, Callable
 
 import torch
 
+from ..gen.notices import DispatchWarning
 from ..gen.softmax_space import SoftmaxProblem
 from ..gen.space import Config
 from .families import family_of
 from .settings import Settings, logger
-from .table import Bucket, DispatchWarning, WinnerTable
+from .table import Bucket, WinnerTable
 
 DEFAULT_SM_COUNT = 132  # an H100's; used only if the device cannot be asked
 

@@ -54,7 +54,7 @@ from typing import Any, Callable
 
 import torch
 
-from .table import DispatchWarning
+from ..gen.notices import DispatchWarning
 
 ENV_SWITCH = "FLASHTUNE_FAST_LAUNCH"
 MIN_VERSION = (3, 3)  # knobs.runtime hooks and "*bound_args.values()" launches start here

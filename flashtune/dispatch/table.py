@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..gen import ConfigError, OPS, template_family_hash, validate_config
+from ..gen.notices import DispatchWarning
 from ..gen.space import Config
 from .families import family_of
 
 Bucket = tuple  # sorted (name, value) pairs, as in ProblemKey.bucket
-
-
-class DispatchWarning(RuntimeWarning):
-    """The dispatcher worked around trouble (it fell back to a default config)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from . import loader
+from .notices import DispatchWarning
 from .attention_space import (
     HEAD_DIM_MAX,
     HEAD_DIM_STEP,
@@ -59,8 +60,6 @@ def _warn_once(key: str, message: str) -> None:
         # The dispatcher's category (README): users let these fallback notices through by it
         # where warnings are errors; a plain RuntimeWarning raised there, and the dispatcher
         # then rejected the whole config for the device, calls it could serve included.
-        from ..dispatch.table import DispatchWarning
-
         warnings.warn(message, DispatchWarning, stacklevel=3)
 
 

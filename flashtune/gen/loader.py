@@ -25,6 +25,7 @@ from types import ModuleType
 from .. import paths
 from ..forks import after_fork_in_child
 from ..regular_file import create_temp_beside, open_regular_file
+from .notices import DispatchWarning
 from .render import RenderedVariant
 
 # Re-entrant: a signal handler runs in the thread it interrupts, maybe while this lock is held
@@ -110,17 +111,8 @@ def write_source(variant: RenderedVariant) -> Path:
             warnings.warn(
                 f"flashtune cannot write generated kernels to {path.parent} ({err}); using "
                 f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
-                _fallback_warning(), stacklevel=3)
+                DispatchWarning, stacklevel=3)
         return written
-
-
-def _fallback_warning() -> type[Warning]:
-    """The dispatcher's category (a RuntimeWarning), which README tells users to let through
-    where warnings are errors: a plain RuntimeWarning raised there and stopped their model.
-    Imported late: flashtune.dispatch imports this package."""
-    from ..dispatch.table import DispatchWarning
-
-    return DispatchWarning
 
 
 _warned_dirs: set[Path] = set()
@@ -156,7 +148,7 @@ def _written_or_unwritten(variant: RenderedVariant) -> Path | None:
         if not _warned_unwritable:
             _warned_unwritable.append(True)
             warnings.warn(f"{err}; running the kernels without writing their source files",
-                          _fallback_warning(), stacklevel=4)
+                          DispatchWarning, stacklevel=4)
         return None
 
 

@@ -1,0 +1,9 @@
+"""The warning category of run-time fallbacks (``flashtune.dispatch.DispatchWarning``).
+
+Defined here, below both users: the kernel loader and the attention launcher (in this package)
+warn with it, and ``flashtune.dispatch``, which imports this package, re-exports it.
+"""
+
+
+class DispatchWarning(RuntimeWarning):
+    """The dispatcher worked around trouble (it fell back to a default config)."""
