@@ -313,6 +313,25 @@ def test_disable_switch_uses_plain_torch(fresh_db, monkeypatch):
     assert torch.equal(flashtune.log_softmax(x), torch.log_softmax(x, -1))
 
 
+def test_disable_switch_makes_the_backward_torch_too(fresh_db, monkeypatch):
+    """Defect: FLASHTUNE_DISABLE=1 made the forward torch's, but the backward op
+    (torch.ops.flashtune.softmax_backward: what the registered op's autograd runs under
+    torch.compile, and what `flashtune bench --ops backward` times) still launched our kernels."""
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    monkeypatch.setattr(plans, "load_variant", lambda *a: pytest.fail("kernel loaded while disabled"))
+    x = torch.randn(3, 17, device=DEVICE, requires_grad=True)
+    g = torch.randn(3, 17, device=DEVICE)
+    for log, torch_op in ((False, torch.softmax), (True, torch.log_softmax)):
+        op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
+        (ours,) = torch.autograd.grad(op(x, -1), x, g)
+        (theirs,) = torch.autograd.grad(torch_op(x, -1), x, g)
+        assert torch.equal(ours, theirs)
+        y = torch_op(x, 0).detach()
+        assert torch.equal(dispatch.RUNTIME.backward(y, g, 0, log),
+                           plans.torch_backward(y, g, 0, log))
+
+
 def test_cpu_without_interpreter_is_torch(fresh_db, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     dispatch.reset()

@@ -190,11 +190,16 @@ class Runtime:
             return torch_backward(y, dy, dim, log)
         plans = self.backward_plans["log_softmax" if log else "softmax"]
         key = (y.shape, y.stride(), dy.stride(), y.dtype, y.device, dim)
+        generation = self.generation  # before the plan is read or decided (see store_plan)
+        if self.disabled:
+            # FLASHTUNE_DISABLE=1: torch's backward, as the forward is torch's. The registered
+            # op's autograd (torch.compile) and `flashtune bench --ops backward` come here.
+            # Checked after the generation is read, as in forward (a reset in another thread).
+            return torch_backward(y, dy, dim, log)
         plan = plans.get(key)
         if plan is not None:
             return plan(y, dy)
         op = "log_softmax_backward" if log else "softmax_backward"
-        generation = self.generation
         plan, out = self._first_run(op, y, dim, functools.partial(backward_plan, dy=dy), (y, dy))
         self.store_plan(plans, generation, plan, key)
         return out
