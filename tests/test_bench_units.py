@@ -235,3 +235,31 @@ def test_softmax_rows_under_flashtune_disable_say_torch_ran(monkeypatch):
         monkeypatch.undo()
         dispatch.reset()
     assert dispatch_info("softmax", 4, 128, "float16", "cpu")["config"]["regime"] == "row"
+
+
+def test_backward_and_overhead_under_flashtune_disable_say_torch_ran(monkeypatch):
+    """Defect: with FLASHTUNE_DISABLE=1 the backward rows' "flashtune config" column named a
+    Triton config ("default: row block=128 ...") and the host-overhead record said
+    "dispatcher: default config" and "flashtune.softmax cache hit: ... us/call (budget ...:
+    PASS)", though flashtune.softmax (and its backward) ran torch's. (The launch rows of the
+    overhead record still run a flashtune kernel: that is their point.)"""
+    from flashtune.bench.overhead import measure_overhead, overhead_markdown
+    from flashtune.bench.report import _dispatch
+    from flashtune.bench.softmax import dispatch_info
+
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    try:
+        for op in ("softmax_backward", "log_softmax_backward"):
+            info = dispatch_info(op, 4, 128, "float16", "cpu")
+            assert "config" not in info and "FLASHTUNE_DISABLE" in info["how"], info
+            assert _dispatch({"dispatch": info}) == info["how"]
+        record = measure_overhead("cpu", iters=2, repeats=1)
+        assert "FLASHTUNE_DISABLE" in record["choice"] and record["disabled"], record
+        assert "cache hit" not in record["summary"] and "torch" in record["summary"], record
+        text = "\n".join(overhead_markdown(record))
+        assert "default config" not in text and "FLASHTUNE_DISABLE" in text, text
+    finally:
+        monkeypatch.undo()
+        dispatch.reset()
+    assert dispatch_info("softmax_backward", 4, 128, "float16", "cpu")["config"]["regime"] == "row"

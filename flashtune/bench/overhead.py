@@ -83,7 +83,7 @@ def measure_overhead(device: str, shape: tuple[int, int] = (4, 128), dtype: str 
     import triton
 
     import flashtune
-    from ..dispatch import choice
+    from ..dispatch import RUNTIME, choice
     from ..gen import load_variant, source_path
 
     on_gpu = torch.device(device).type == "cuda"
@@ -93,8 +93,13 @@ def measure_overhead(device: str, shape: tuple[int, int] = (4, 128), dtype: str 
     x = torch.randn(rows, cols, device=device, dtype=getattr(torch, dtype))
     picked = choice("softmax", (rows, cols), dtype, device)
     module = load_variant("softmax", picked.config)
-    log(f"{device_name}: softmax {rows}x{cols} {dtype}: {picked.how} config "
-        f"{picked.config.as_dict()}")
+    # FLASHTUNE_DISABLE=1: flashtune.softmax (and the op) call torch.softmax, whatever the
+    # dispatcher would pick; only the launch rows below run the picked config's kernel.
+    disabled = RUNTIME.disabled
+    how = "torch (FLASHTUNE_DISABLE=1)" if disabled else picked.how
+    log(f"{device_name}: softmax {rows}x{cols} {dtype}: "
+        + (f"{how}; the launch rows run the {picked.how} config " if disabled
+           else f"{how} config ") + f"{picked.config.as_dict()}")
     torch.testing.assert_close(flashtune.softmax(x).float(), torch.softmax(x.float(), -1),
                                atol=2e-3, rtol=2e-2)
     cands = candidates(x, picked.config, module)
@@ -105,25 +110,29 @@ def measure_overhead(device: str, shape: tuple[int, int] = (4, 128), dtype: str 
         log(f"[{i}/{len(cands)}] {name:40s} host {host:8.2f} us   wall {wall:8.2f} us")
     ours = next(r for r in results if r["name"] == "flashtune.softmax")
     bare = next((r for r in results if r["name"].startswith("bare")), None)
-    if on_gpu:
+    if disabled:  # torch.softmax's cost behind one flag check: no cache hit was measured
+        verdict = "n/a (FLASHTUNE_DISABLE=1: torch.softmax ran)"
+    elif on_gpu:
         verdict = "PASS" if ours["host_us"] <= BUDGET_US else "FAIL"
     else:
         verdict = "n/a (interpreter timings)"
-    summary = (f"flashtune.softmax cache hit: {ours['host_us']:.2f} us/call host "
-               f"(budget {BUDGET_US} us: {verdict})")
+    what = "flashtune.softmax running torch.softmax" if disabled else "flashtune.softmax cache hit"
+    summary = f"{what}: {ours['host_us']:.2f} us/call host (budget {BUDGET_US} us: {verdict})"
     if bare:
         summary += f"; {ours['host_us'] - bare['host_us']:+.2f} us vs the bare Triton launch"
     return {"device": device_name, "shape": [rows, cols], "dtype": dtype, "iters": iters,
             "repeats": repeats, "torch": torch.__version__, "triton": triton.__version__,
-            "flashtune": flashtune.__version__, "choice": picked.how,
+            "flashtune": flashtune.__version__, "choice": how, "disabled": disabled,
             "config": picked.config.as_dict(), "source": str(source_path("softmax", picked.config)),
             "budget_us": BUDGET_US, "verdict": verdict, "summary": summary, "results": results}
 
 
 def overhead_markdown(record: dict) -> list[str]:
     rows, cols = record["shape"]
+    dispatcher = (f"{record['choice']}: flashtune.softmax ran torch.softmax, the launch rows "
+                  "a flashtune kernel" if record.get("disabled") else f"{record['choice']} config")
     lines = [f"softmax {rows}x{cols} {record['dtype']}, {record['iters']} calls x "
-             f"{record['repeats']} repeats (median); dispatcher: {record['choice']} config.",
+             f"{record['repeats']} repeats (median); dispatcher: {dispatcher}.",
              "", "| candidate | host us/call | wall us/call |", "|---|---:|---:|"]
     lines += [f"| {r['name']} | {r['host_us']:.2f} | {r['wall_us']:.2f} |" for r in record["results"]]
     return lines + ["", record["summary"]]

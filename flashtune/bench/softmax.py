@@ -22,8 +22,9 @@ def dispatch_info(op: str, rows: int, cols: int, dtype: str, device: str) -> dic
     """Which config the dispatcher runs for this problem of ``op``, and how it was picked."""
     from ..dispatch import RUNTIME, choice
 
-    if RUNTIME.disabled and op in ("softmax", "log_softmax"):
-        # FLASHTUNE_DISABLE=1: flashtune.softmax calls torch.softmax, no flashtune config runs
+    if RUNTIME.disabled:
+        # FLASHTUNE_DISABLE=1: flashtune.softmax calls torch.softmax and the backward is
+        # torch's too (RUNTIME.backward), no flashtune config runs
         return {"how": "torch (FLASHTUNE_DISABLE=1)"}
     try:
         picked = choice(op, (rows, cols), dtype, device)
