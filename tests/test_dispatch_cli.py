@@ -10,6 +10,7 @@ from flashtune.cli import main
 from flashtune.gen import template_family_hash
 from flashtune.gen.softmax_space import SoftmaxProblem, default_config
 
+import flashtune.dispatch as dispatch
 from dispatch_helpers import DEVICE, fresh_db, row_config, seed  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")
@@ -126,3 +127,23 @@ def test_source_dispatch_prints_the_pick(fresh_db, capsys):
     assert "rows_per_program = 2" in captured.out
     assert main(["source", "softmax", "--shape", "5x3000", "--dtype", "float32", "--dispatch"]) == 0
     assert "default" in capsys.readouterr().err
+
+
+def test_source_dispatch_and_show_under_flashtune_disable(fresh_db, capsys, monkeypatch):
+    """Defect: with FLASHTUNE_DISABLE=1 `source --dispatch` said "exact (tuned bucket ...)" and
+    printed the tuned winner's source, though softmax then runs torch.softmax (and attention
+    its heuristic default), and `show` listed the winners as if the runtime used them."""
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "1")
+    dispatch.reset()
+    for op in ("softmax", "softmax_backward"):
+        assert main(["source", op, "--shape", "8x64", "--dtype", "float32", "--dispatch"]) == 0
+        captured = capsys.readouterr()
+        assert "exact" not in captured.err and "FLASHTUNE_DISABLE=1" in captured.err
+        assert "torch" in captured.err, captured.err
+        assert "rows_per_program = 2" not in captured.out  # the default's source, not the winner's
+    assert main(["source", "attention_fwd", "--shape", "1x2x64x16", "--dispatch"]) == 0
+    err = capsys.readouterr().err
+    assert "FLASHTUNE_DISABLE=1" in err and "default" in err, err
+    assert main(["show"]) == 0
+    assert "FLASHTUNE_DISABLE=1" in capsys.readouterr().out

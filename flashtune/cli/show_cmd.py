@@ -68,6 +68,7 @@ def _default_speedup(db, winner) -> str:
 def run(args) -> int:
     from ..cache import TuneDB
     from ..cache.records import check_key
+    from ..dispatch import RUNTIME
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
     from ..gen import current_family_hash
 
@@ -83,6 +84,9 @@ def run(args) -> int:
                                                        f"{device.sm_count} SMs, triton {device.triton_version})"
         print(f"database: {where}")
         print(f"winners for {scope}: {len(winners)}")
+        if RUNTIME.disabled and winners:
+            print("FLASHTUNE_DISABLE=1: the runtime uses none of them (softmax ops run torch's, "
+                  "attention its heuristic default)")
         if not winners:
             return 0
         header = ["op", "dtype", "bucket", "median ms", "vs default", "trials", "config"]

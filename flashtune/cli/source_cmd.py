@@ -92,14 +92,22 @@ def run(args) -> int:
     regime = getattr(args, "regime", None) if spec.family == "softmax" else None
     plain = _plain_defaults(spec, regime)
     if args.dispatch:
-        from ..dispatch import attention_choice, choice
+        from ..dispatch import RUNTIME, attention_choice, choice
 
-        if spec.family == "attention":
-            picked = attention_choice(problem)
+        if RUNTIME.disabled:
+            # FLASHTUNE_DISABLE=1: no tuned winner runs (the dispatcher's pick would name one)
+            config = family.default_config(spec, problem).as_dict()
+            runs = ("the heuristic default config (the database is not read)"
+                    if spec.family == "attention" else
+                    "torch's op runs, no flashtune kernel; below: the heuristic default's source")
+            print(f"# dispatch: FLASHTUNE_DISABLE=1: {runs}", file=sys.stderr)
         else:
-            picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
-        print(f"# dispatch: {picked.describe()}", file=sys.stderr)
-        config = picked.config.as_dict()
+            if spec.family == "attention":
+                picked = attention_choice(problem)
+            else:
+                picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
+            print(f"# dispatch: {picked.describe()}", file=sys.stderr)
+            config = picked.config.as_dict()
         if regime is not None and regime != config["regime"]:
             print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
                   "from the space's plain defaults instead", file=sys.stderr)
