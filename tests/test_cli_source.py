@@ -99,3 +99,18 @@ def test_source_tunable_ints_take_ascii_digits_only(capsys, value):
     assert "argument --block: expected a whole number in ASCII digits" in err and repr(value) in err
     assert main(["source", "softmax", "--block", "08192", "--num-warps", " 8"]) == 0
     assert "BLOCK=8192" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("op, shape", [("softmax", "4096x4096"), ("log_softmax_backward", "64x8192"),
+                                       ("softmax", "16x1048576")])
+def test_source_regime_of_the_default_keeps_the_default_for_the_shape(capsys, op, shape):
+    """Defect: naming the regime the heuristic default already has (`source softmax --shape
+    4096x4096 --regime row`) dropped the default for the shape and printed the plain defaults
+    (row, block 1024: "this config cannot run that problem"); with --dispatch the same
+    regime kept the pick. "Any tunable given overrides" the default: this one changes nothing."""
+    assert main(["source", op, "--shape", shape]) == 0
+    plain_out, plain_err = capsys.readouterr()
+    regime = next(l for l in plain_out.splitlines() if l.startswith("#   regime")).split()[3]
+    assert main(["source", op, "--shape", shape, "--regime", regime]) == 0
+    out, err = capsys.readouterr()
+    assert (out, err) == (plain_out, plain_err) and "cannot run" not in err, err

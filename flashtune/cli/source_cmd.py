@@ -112,10 +112,10 @@ def run(args) -> int:
             print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
                   "from the space's plain defaults instead", file=sys.stderr)
             config = plain
-    elif regime is None:
-        config = family.default_config(spec, problem).as_dict()
     else:
-        config = plain
+        config = family.default_config(spec, problem).as_dict()
+        if regime is not None and regime != config["regime"]:
+            config = plain  # the default's other knobs are its own regime's (see above)
     given = {name: getattr(args, name, None) for name in config}
     config.update({k: v for k, v in given.items() if v is not None})
     stray = [n for n in _all_param_names() if getattr(args, n, None) is not None and n not in config]
