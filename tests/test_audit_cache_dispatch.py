@@ -491,3 +491,19 @@ def test_show_says_why_old_winners_are_skipped(fresh_db, capsys):
                      (flashtune.gen.template_family_hash("softmax"),))
     conn.close()
     assert "edited outside flashtune?" in skipped_rows_warning()
+
+
+@pytest.mark.parametrize("command", [["show"], ["export", "x.json"], ["import", "x.json"],
+                                     ["clear", "--yes"], ["tune", "--interpret"],
+                                     ["bench", "--interpret", "--out", "out"]])
+def test_cli_url_errors_name_the_db_option(tmp_path, capsys, command):
+    """Defect: a malformed --db was reported as "url: backend 'mysql' is not supported", the
+    Python API's argument name, which the command line does not have (FLASHTUNE_DB's errors
+    already name FLASHTUNE_DB)."""
+    command = [str(tmp_path / part) if part in ("x.json", "out") else part for part in command]
+    (tmp_path / "x.json").write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    rc, _, err = run_cli(capsys, *command, "--db", "mysql://u@h/d")
+    assert rc == 2 and err.strip() == (
+        f"flashtune {command[0]}: error: --db: backend 'mysql' is not supported; flashtune "
+        "stores winners in sqlite or postgresql"), err
+    assert not (tmp_path / "out").exists()

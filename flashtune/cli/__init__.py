@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.formatwarning = one_line
     try:
+        if getattr(args, "db", None) is not None:  # every command that takes --db
+            from .options import check_db_option
+
+            check_db_option(args.db)  # before any work, as "--db: ...", not the API's "url: ..."
         return int(args.run(args) or 0)
     except BrokenPipeError:
         # The reader went away (`flashtune show | head`): stop quietly, as Unix tools do

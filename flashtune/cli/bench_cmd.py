@@ -64,11 +64,7 @@ def run(args) -> int:
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     from ..bench.runner import check_gpu, check_ops
 
-    check_ops(ops, "--ops")  # before --out is made or anything timed
-    if args.db is not None:
-        from ..cache.engine import resolve_url
-
-        resolve_url(args.db)  # a malformed URL is said now, not after the copy measurement
+    check_ops(ops, "--ops")  # before --out is made or anything timed (--db: checked by main)
     check_gpu(interpret)  # before --out is made: a failed run leaves nothing
     check_out_folder(args.out)
     if args.db is not None:

@@ -15,6 +15,17 @@ def add_db_option(parser, extra_help: str = "") -> None:
     parser.add_argument("--db", default=None, metavar="URL", help=DB_HELP + extra_help)
 
 
+def check_db_option(db) -> None:
+    """A malformed ``--db``, named as such: the cache layer says "url: ..." (the Python API's
+    argument), which the command line does not have."""
+    from ..cache.engine import resolve_url
+
+    try:
+        resolve_url(db)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--db: {str(err).removeprefix('url: ')}") from None
+
+
 def check_writable_db(db) -> None:
     """``--db`` of a command that writes (tune, import, clear): refused before any other work
     when it is malformed or opens the database read-only (``?mode=ro``)."""
