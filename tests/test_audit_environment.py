@@ -52,3 +52,31 @@ def test_writers_name_what_is_at_the_database_path(tmp_path, what, capsys):
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
     assert os.path.lexists(path) and not path.is_file()  # left as it was
+
+
+@pytest.mark.parametrize("value, interprets", [("false", False), ("off", False), ("2", False),
+                                               ("0", False), ("1", True), ("true", True)])
+def test_triton_interpret_is_read_as_triton_reads_it(monkeypatch, capsys, value, interprets):
+    """Defect: flashtune took any TRITON_INTERPRET but "" and "0" as the interpreter, Triton
+    only 1/true/yes/on/y: with TRITON_INTERPRET=false, flashtune.softmax of a CPU tensor went
+    to a kernel that Triton compiled for a GPU ("0 active drivers"), `flashtune bench` ran its
+    CPU smoke run and `flashtune tune` refused a GPU because "TRITON_INTERPRET is set"."""
+    import torch
+
+    import flashtune
+    import flashtune.dispatch as dispatch
+    from flashtune.cli import main as cli_main
+    from flashtune.gen.loader import interpreter_mode
+
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    dispatch.reset()
+    try:
+        assert interpreter_mode() is interprets
+        if not interprets and not torch.cuda.is_available():
+            x = torch.randn(4, 16)
+            assert torch.equal(flashtune.softmax(x), torch.softmax(x, -1))  # torch's, no kernel
+            assert cli_main(["tune"]) == 1
+            assert "needs a CUDA GPU" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        dispatch.reset()

@@ -46,7 +46,9 @@ class DeviceInfo:
         import torch  # only here: importing flashtune.cache must stay light
 
         version = _triton_version()
-        interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+        from ..gen.loader import interpreter_mode  # Triton's own reading of TRITON_INTERPRET
+
+        interpreted = interpreter_mode()
         if device is not None and not isinstance(device, int):
             device = torch.device(device)
             if device.type != "cuda":

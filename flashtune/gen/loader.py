@@ -43,7 +43,14 @@ def _new_lock() -> None:
 
 
 def interpreter_mode() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether Triton runs kernels in its interpreter, as Triton itself reads TRITON_INTERPRET
+    (3.9: 1, true, yes, on or y, any case). A reading of our own took "false" as on: CPU tensors
+    then went to kernels that Triton compiled for a GPU."""
+    try:
+        from triton import knobs  # Triton >= 3.3
+    except ImportError:
+        return os.environ.get("TRITON_INTERPRET", "0") == "1"  # older Triton's @jit test
+    return bool(knobs.runtime.interpret)
 
 
 def source_path(variant: RenderedVariant) -> Path:

@@ -9,10 +9,10 @@ becomes a trial row (failed ones with their error); the chosen config becomes th
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field
 
+from ..gen.loader import interpreter_mode
 from .families import family as op_family
 from .precompile import Precompiler
 from .progress import Progress
@@ -40,8 +40,6 @@ class TuneInterrupted(KeyboardInterrupt):
         self.trials_kept, self.not_started = trials_kept, not_started
 
 
-def interpreter_mode() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def pick_device(interpret: bool | None = None) -> str:
