@@ -27,7 +27,7 @@ from .models import KEY_COLUMNS, TrialRow, WinnerRow
 from .records import (Trial, Winner, check_family_hash, check_ms, check_timing, check_trials,
                       config_json, describe_row, now_utc, op_winner_from_row, trial_from_row,
                       winner_from_row)
-from .schema import SchemaProblem, other_versions_note, prepare
+from .schema import SchemaProblem, is_empty_database, other_versions_note, prepare
 from .warn import warn_once
 
 WINNERS: Table = WinnerRow.__table__
@@ -102,14 +102,10 @@ class TuneDB:
         try:
             if read_only:
                 with self._guard("opening"), reading(self._engine) as conn:
-                    found = inspect(conn)
-                    # No tables at all: SQLite's empty database (a 0-byte file, one a tuner
-                    # has just created), which holds no winners yet; nothing of another
-                    # program's to refuse.
-                    self._empty = not found.get_table_names() and not found.get_view_names()
+                    self._empty = is_empty_database(conn)
                     others = {} if self._empty else prepare(conn, create=False)
                     # a reader needs only the winners table; trials may be absent (none then)
-                    self._no_trials = TRIALS.name not in found.get_table_names()
+                    self._no_trials = TRIALS.name not in inspect(conn).get_table_names()
             else:
                 with self._guard("opening"), writing(self._engine) as conn:
                     lock_schema(conn)

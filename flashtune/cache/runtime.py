@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from sqlalchemy import and_, false, inspect, or_
+from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine,
@@ -18,7 +18,7 @@ from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, ma
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, op_winner_from_row
-from .schema import SchemaProblem, other_versions_note, prepare
+from .schema import SchemaProblem, is_empty_database, other_versions_note, prepare
 from .warn import warn_once
 
 # A model should not hang on a busy database: wait briefly, then run untuned.
@@ -63,10 +63,7 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     try:
         table = WinnerRow.__table__
         with reading(engine) as conn:
-            found = inspect(conn)
-            if not found.get_table_names() and not found.get_view_names():
-                # SQLite's empty database (a 0-byte file, one a tuner has just created): no
-                # winners yet, nothing wrong, as `flashtune show` reads it too.
+            if is_empty_database(conn):  # no winners yet, nothing wrong (as `flashtune show`)
                 return []
             others = prepare(conn, create=False)
             conditions = device_filter(table, device)

@@ -17,6 +17,13 @@ class SchemaProblem(Exception):
     """This version's tables are missing (reading) or laid out differently."""
 
 
+def is_empty_database(conn: Connection) -> bool:
+    """No tables or views at all: SQLite's empty database (a 0-byte file, one a tuner has just
+    created). It holds no winners yet, and nothing of another program's to refuse."""
+    found = inspect(conn)
+    return not found.get_table_names() and not found.get_view_names()
+
+
 def other_versions(table_names: list[str]) -> dict[int, list[str]]:
     found: dict[int, list[str]] = {}
     for name in sorted(table_names):
