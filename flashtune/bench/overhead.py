@@ -97,9 +97,8 @@ def measure_overhead(device: str, shape: tuple[int, int] = (4, 128), dtype: str 
     # dispatcher would pick; only the launch rows below run the picked config's kernel.
     disabled = RUNTIME.disabled
     how = "torch (FLASHTUNE_DISABLE=1)" if disabled else picked.how
-    log(f"{device_name}: softmax {rows}x{cols} {dtype}: "
-        + (f"{how}; the launch rows run the {picked.how} config " if disabled
-           else f"{how} config ") + f"{picked.config.as_dict()}")
+    ran = f"{how}; the launch rows run the {picked.how} config" if disabled else f"{how} config"
+    log(f"{device_name}: softmax {rows}x{cols} {dtype}: {ran} {picked.config.as_dict()}")
     torch.testing.assert_close(flashtune.softmax(x).float(), torch.softmax(x.float(), -1),
                                atol=2e-3, rtol=2e-2)
     cands = candidates(x, picked.config, module)

@@ -108,14 +108,14 @@ def run(args) -> int:
                 picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
             print(f"# dispatch: {picked.describe()}", file=sys.stderr)
             config = picked.config.as_dict()
-        if regime is not None and regime != config["regime"]:
-            print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
-                  "from the space's plain defaults instead", file=sys.stderr)
-            config = plain
     else:
         config = family.default_config(spec, problem).as_dict()
-        if regime is not None and regime != config["regime"]:
-            config = plain  # the default's other knobs are its own regime's (see above)
+    if regime is not None and regime != config["regime"]:
+        # the pick's other knobs are its own regime's: start from the plain defaults
+        if args.dispatch:
+            print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
+                  "from the space's plain defaults instead", file=sys.stderr)
+        config = plain
     given = {name: getattr(args, name, None) for name in config}
     config.update({k: v for k, v in given.items() if v is not None})
     stray = [n for n in _all_param_names() if getattr(args, n, None) is not None and n not in config]

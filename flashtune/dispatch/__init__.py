@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
+from ..gen.notices import DispatchWarning
 from .attention import choice as attention_choice
 from .chooser import Choice, Dispatcher, resolve_device
 from .runtime import RUNTIME, reset
-from ..gen.notices import DispatchWarning
 from .table import WinnerTable
 
 __all__ = ["attention_choice", "Choice", "Dispatcher", "DispatchWarning", "RUNTIME", "WinnerTable", "choice", "reset"]
