@@ -30,6 +30,7 @@ from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
 from .dispatch.call_state import jit_tracing as _jit_tracing
 from .dispatch.runtime import RUNTIME as _R
+from .dispatch.vmap_dims import batch_first as _batch_first
 from .gen import attention_ops
 
 _Tensor = torch.Tensor
@@ -112,15 +113,9 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 # -- vmap --------------------------------------------------------------------------------------
 # Without a batching rule torch runs the op once per batch entry (and warns). The vmapped dim
 # is one more batch dim to the kernel: fold it into B, run once, unfold the results.
-def _vmap_first(t: torch.Tensor, bdim: Optional[int], size: int) -> torch.Tensor:
-    if bdim is None:  # shared by every vmap entry: the kernel wants it once per entry
-        return t.unsqueeze(0).expand(size, *t.shape)
-    return t.movedim(bdim, 0)
-
-
 def _attention_fwd_vmap(info, in_dims, q, k, v, causal, scale, return_lse):
     size = info.batch_size
-    q, k, v = (_vmap_first(t, d, size) for t, d in zip((q, k, v), in_dims[:3]))
+    q, k, v = (_batch_first(t, d, size) for t, d in zip((q, k, v), in_dims[:3]))
     batch = q.shape[1]
     # reshape, not view: an expanded (shared) k or v is copied here, once per entry
     out, lse = torch.ops.flashtune.attention_fwd(

@@ -26,6 +26,7 @@ from torch import Tensor
 from ..gen.softmax_ops import normalize_dim
 from .plans import output_like
 from .runtime import RUNTIME, check_backward_pair, check_dtype
+from .vmap_dims import batch_first
 
 def _fwd(log: bool):
     def impl(x: Tensor, dim: int) -> Tensor:
@@ -120,12 +121,6 @@ log_softmax_backward.register_autograd(_log_softmax_backward_grad, setup_context
 # -- vmap -------------------------------------------------------------------------------------
 # Without a batching rule torch runs the op once per batch element (with a warning). The batch
 # dim is just another row dimension to our kernels: move it first and shift ``dim`` past it.
-def _batched_first(t, bdim, size: int):
-    if bdim is None:
-        return t.unsqueeze(0).expand(size, *t.shape)
-    return t.movedim(bdim, 0)
-
-
 def _physical_dim(dim: int, logical_ndim: int) -> int:
     return normalize_dim(dim, logical_ndim) + 1
 
@@ -145,8 +140,8 @@ def _bwd_vmap(op):
     def rule(info, in_dims, y, dy, dim):
         if in_dims[0] is None and in_dims[1] is None:
             return op(y, dy, dim), None
-        y = _batched_first(y, in_dims[0], info.batch_size)
-        dy = _batched_first(dy, in_dims[1], info.batch_size)
+        y = batch_first(y, in_dims[0], info.batch_size)
+        dy = batch_first(dy, in_dims[1], info.batch_size)
         if y.dim() == 1:
             return op(y.unsqueeze(1), dy.unsqueeze(1), 1).squeeze(1), 0
         return op(y, dy, _physical_dim(dim, y.dim() - 1)), 0
