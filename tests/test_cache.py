@@ -318,6 +318,31 @@ def test_cli_import_names_rows_of_another_family(sqlite_url, tmp_path, monkeypat
     assert "1 row(s)" in err and "other templates or tunables" in err and "not served" in err
 
 
+def test_import_counts_one_winner_per_problem_of_the_file(sqlite_url, tmp_path, capsys):
+    """Defect: two rows of one problem in a file, the slower first, were both counted as
+    imported ("imported 2 winner(s)") while the database holds one. The faster-wins rule picks
+    one row per problem, whatever the order; the rest are counted as superseded."""
+    with TuneDB(sqlite_url) as db:
+        _store(db, row_config(warps=16), median=2.0)
+        out = tmp_path / "w.json"
+        db.export_json(out)
+    document = json.loads(out.read_text())
+    faster = json.loads(json.dumps(document["winners"][0]))
+    faster.update(median_ms=1.0, p20_ms=0.9, p80_ms=1.1)
+    faster["config"]["num_warps"] = 8
+    document["winners"].append(faster)  # the slower row first, then the faster
+    out.write_text(json.dumps(document))
+    target = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    with TuneDB(target) as db:
+        assert db.import_json(out) == 1
+        assert [(w.config, w.median_ms) for w in db.winners()] == [(row_config(warps=8), 1.0)]
+    assert cli_main(["import", str(out), "--db", f"sqlite:///{tmp_path / 'cli.sqlite'}"]) == 0
+    err = capsys.readouterr().err
+    assert "imported 1 winner(s)" in err
+    assert f"1 row(s) of {out} repeat the problem of another row" in err
+    assert "2 row(s)" not in err  # the stale note counts the rows it keeps, one
+
+
 def test_cli_import_refused_leaves_no_database_behind(tmp_path, capsys):
     # a refused import used to create the database file (and its folders) before checking
     bad = tmp_path / "bad.json"

@@ -286,11 +286,12 @@ class TuneDB:
 
     def import_json(self, path: Any) -> int:
         """Validate every row of the file, then store them (faster-wins rule); return how many
-        rows were stored. A bad row rejects the whole file (ValueError naming the row)."""
-        from .transfer import load_winners
+        problems got the file's winner (rows of one problem count once). A bad row rejects the
+        whole file (ValueError naming the row)."""
+        from .transfer import fastest_per_problem, load_winners
 
         self._check_writable()
-        rows = load_winners(path)
+        rows, _ = fastest_per_problem(load_winners(path))
         with self._guard("importing"), writing(self._engine) as conn:
             return sum(self._upsert_winner(conn, values) for values in rows)
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from ..regular_file import create_temp_beside, open_regular_file
 from .keys import DeviceInfo, ProblemKey
-from .models import SCHEMA_VERSION, WinnerRow
+from .models import KEY_COLUMNS, SCHEMA_VERSION, WinnerRow
 from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
                       op_winner_from_row, utc)
 
@@ -199,6 +199,21 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
                          + "\n  ".join(errors[:_MAX_REPORTED])
                          + (f"\n  ... and {more} more" if more > 0 else ""))
     return values
+
+
+def fastest_per_problem(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """One row per winner key (device, family, problem): the one the database's faster-wins
+    rule keeps (the smaller median, then the smaller config JSON; of equal rows the first),
+    and how many rows of the file it leaves out. Storing every row would count each as
+    imported though only one per key stays."""
+    fastest: dict[tuple, dict[str, Any]] = {}
+    for values in rows:
+        key = tuple(values[name] for name in KEY_COLUMNS)
+        kept = fastest.get(key)
+        if kept is None or (values["median_ms"], values["config"]) < (kept["median_ms"],
+                                                                     kept["config"]):
+            fastest[key] = values
+    return list(fastest.values()), len(rows) - len(fastest)
 
 
 class _DuplicateKey(ValueError):
