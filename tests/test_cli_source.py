@@ -114,3 +114,31 @@ def test_source_regime_of_the_default_keeps_the_default_for_the_shape(capsys, op
     assert main(["source", op, "--shape", shape, "--regime", regime]) == 0
     out, err = capsys.readouterr()
     assert (out, err) == (plain_out, plain_err) and "cannot run" not in err, err
+
+
+@pytest.mark.parametrize("dispatch", [[], ["--dispatch"]])
+@pytest.mark.parametrize("op, shape, reason", [
+    ("attention_fwd", "1x2x64x300", "head dim 300 is not supported"),
+    ("attention_fwd", "1x2x64x12", "head dim 12 is not supported"),
+    ("softmax", "1x3000000000", "at most 2139095040"),
+    ("log_softmax_backward", "99999999999999999999x5", "no tensor has that many elements"),
+])
+def test_source_refuses_a_shape_no_call_can_have(capsys, dispatch, op, shape, reason):
+    """Defect: a problem no flashtune call runs (a head dim the kernel lacks, rows past the
+    kernels' int32 offsets, more elements than a tensor holds) printed a kernel and exited 0
+    ("# note: this config cannot run that problem", or nothing at all for 10**20 rows); with
+    --dispatch the error named the API's arguments ("problem.head_dim", "shape") or it was
+    accepted. Now a usage error naming --shape, whichever the form."""
+    assert main(["source", op, "--shape", shape, *dispatch]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"flashtune source: error: --shape {shape}: " in captured.err
+    assert reason in captured.err
+
+
+def test_source_shape_with_a_minus_sign_is_named(capsys):
+    """`--shape=-4x5` (argparse takes a bare `-4x5` for an option) says what --shape expects."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["source", "softmax", "--shape=-4x5"])
+    assert stopped.value.code == 2
+    assert "argument --shape: expected positive integers joined by x" in capsys.readouterr().err

@@ -7,6 +7,7 @@ tunable given on the command line overrides it. Values pass the variant space's 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..gen import OPS, op_spec, render_variant, validate_config
@@ -84,9 +85,26 @@ def _problem(op: str, args):
     return family.SoftmaxProblem(shape[0], shape[1], args.dtype), family
 
 
+def _check_shape(op: str, problem, shape: tuple[int, ...]) -> None:
+    """A --shape no flashtune call can have (more elements than a tensor holds, a head dim the
+    kernel lacks, rows past the kernels' int32 offsets) is a usage error naming --shape, as
+    `tune --problem` refuses it: the heuristic would still pick a config and print its source."""
+    from ..tuner.families import family
+
+    text = "x".join(map(str, shape))
+    if math.prod(shape) >= 2**63:  # torch counts elements in an int64
+        raise ValueError(f"--shape {text}: no tensor has that many elements")
+    try:
+        family(op).check(problem)
+    except ValueError as err:
+        raise ValueError(f"--shape {text}: {err}") from None
+
+
 def run(args) -> int:
     spec = op_spec(args.op)
     problem, family = _problem(args.op, args)
+    if args.shape is not None:  # the defaults are possible problems
+        _check_shape(args.op, problem, args.shape)
     # --regime on a softmax op: the heuristic's or the dispatcher's other knobs belong to their
     # own regime (e.g. rows per program), so another regime starts from the plain defaults.
     regime = getattr(args, "regime", None) if spec.family == "softmax" else None
