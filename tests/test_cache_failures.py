@@ -212,6 +212,63 @@ def test_locked_database_runtime_path(sqlite_url, tmp_path, monkeypatch):
     assert ".;" not in said[0], said[0]
 
 
+# -- a write another program left unfinished -------------------------------------------------
+
+_KILLED_WRITER = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=DELETE")  # a rollback journal, as many SQLite tools use
+conn.execute("PRAGMA cache_size=1")  # changed pages reach the database file before the commit
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE ft_v1_winners SET trials = trials + 1")
+conn.execute("CREATE TABLE junk (x)")
+conn.execute("INSERT INTO junk SELECT zeroblob(2000) FROM (WITH RECURSIVE r(i) AS "
+             "(SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 200) SELECT i FROM r)")
+os.kill(os.getpid(), signal.SIGKILL)  # killed mid-transaction: its journal stays, hot
+"""
+
+
+@pytest.fixture
+def hot_journal(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db)
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], check=False)
+    journal = tmp_path / "tuned.sqlite-journal"
+    assert journal.stat().st_size > 0
+    return path
+
+
+def test_hot_journal_is_named_as_such(hot_journal, capsys):
+    """Defect: a rollback journal left by another program's unfinished write (SQLite must roll
+    it back before anyone reads, which a read-only reader may not do) was reported as "its
+    folder is missing or not writable", in a folder anyone could write."""
+    from cli_helpers import run_cli
+
+    winners, said = _runtime_twice(str(hot_journal))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0]  # the fallback
+    rc, _, err = run_cli(capsys, "show", "--db", str(hot_journal))
+    assert rc == 2
+    for message in (said[0], err):
+        assert "tuned.sqlite-journal" in message and "unfinished write" in message, message
+        assert "not writable" not in message, message
+    assert (hot_journal.parent / "tuned.sqlite-journal").exists()  # a reader changes nothing
+    # the advice works: opening it with write access rolls the write back
+    sqlite3.connect(hot_journal).execute("SELECT count(*) FROM sqlite_master").fetchall()
+    assert [w.trials for w in read_runtime_winners(DEV, str(hot_journal))] == [1]
+
+
+def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
+    """Python 3.10's sqlite3 errors carry no error name: the journal beside the file says it."""
+    from flashtune.cache.engine import explain, resolve_url
+
+    err = sqlite3.OperationalError("attempt to write a readonly database")  # no sqlite_errorname
+    assert "unfinished write" in explain(err, resolve_url(str(hot_journal)), 1.0)
+
+
 # -- rows tampered with behind flashtune's back -----------------------------------------------
 
 _TAMPERED_CONFIGS = {

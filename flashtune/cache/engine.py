@@ -366,6 +366,14 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
     if "locked" in lowered or "busy" in lowered:
         return (f"{where} is locked by another process (waited {timeout:g} s): {text}. "
                 "Retry when the other tuning run is done.")
+    journal = _hot_journal(orig, url)
+    if journal is not None:
+        return (f"{where} has a rollback journal, {journal}, left by an unfinished write "
+                "(another program's, killed or crashed: flashtune writes in WAL mode); SQLite "
+                "must roll it back before the database can be read, and a read-only open may "
+                f"not ({text}). Open it once with write access, e.g. `sqlite3 "
+                f"{sqlite_file(url)} 'PRAGMA quick_check'`, as a user who may write its folder; "
+                "do not delete the journal (the database would keep the half-done write).")
     if "unable to open database file" in lowered or "readonly" in lowered:
         # Readers too: SQLite reads a WAL database only where it may make the -shm file
         # beside it (unless nobody at all can write there), so a team database in another
@@ -375,6 +383,25 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
                 "cannot write, copy it, or carry its winners with `flashtune export` and "
                 "`flashtune import`).")
     return f"{where}: {type(err).__name__}: {text}"
+
+
+def _hot_journal(orig: BaseException, url: URL) -> Path | None:
+    """The ``-journal`` file SQLite refused to roll back (a read-only open finding another
+    program's unfinished write), else None. That error says only "attempt to write a readonly
+    database", which read as a folder we may not write."""
+    path = sqlite_file(url)
+    if path is None or not isinstance(orig, sqlite3.Error):
+        return None
+    journal = path.with_name(path.name + "-journal")
+    name = getattr(orig, "sqlite_errorname", None)  # Python 3.11+
+    if name is not None:
+        return journal if name == "SQLITE_READONLY_ROLLBACK" else None
+    # Python 3.10 has no error name: the refusal's text, and a journal that is there
+    try:
+        there = os.stat(journal).st_size > 0
+    except OSError:
+        return None
+    return journal if there and "readonly" in str(orig).lower() else None
 
 
 def other_database(given: bool, *, sentence: bool = False) -> str:
