@@ -110,13 +110,17 @@ def test_dim_accepts_what_torch_accepts(fresh_db, dim):
 
 
 @pytest.mark.parametrize("dim", [True, 1.0, None, "1", np.bool_(True), torch.tensor(True),
-                                 torch.tensor([1]), torch.tensor(1.0)])
+                                 torch.tensor([1]), torch.tensor(1.0), np.array(1),
+                                 np.array(-1, dtype=np.int32)])
 def test_dim_rejects_what_torch_rejects(fresh_db, dim):
+    """A 0-d integer ndarray has __index__, but torch's dim refuses every ndarray."""
     x = torch.randn(4, 6, device=DEVICE)
     with pytest.raises((TypeError, RuntimeError)):  # torch 2.11 names None/"1" a RuntimeError
         torch.softmax(x, dim)
     with pytest.raises(TypeError, match="dim must be an int"):
         flashtune.softmax(x, dim)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        flashtune.log_softmax(x, dim=dim)
 
 
 @pytest.mark.parametrize("name", PAIRS)

@@ -49,14 +49,16 @@ def _as_index(dim: Any) -> int:
     if type(dim) is int:
         return dim
     value = dim
-    if torch.compiler.is_compiling():
-        np = sys.modules.get("numpy")  # not loaded: the caller has no numpy values
-        if np is not None and isinstance(dim, np.ndarray):
-            # torch.compile sees a numpy integer made inside the compiled code (np.int64(-1))
-            # as a 0-d ndarray over a traced tensor, whose __index__ it cannot trace (a graph
-            # break); as a tensor, int() of it reads the traced constant (as torch.softmax's
-            # own dim does).
-            value = torch.as_tensor(dim)
+    np = sys.modules.get("numpy")  # not loaded: the caller has no numpy values
+    if np is not None and isinstance(dim, np.ndarray):
+        if not torch.compiler.is_compiling():
+            # A 0-d integer ndarray has __index__, but torch's dim refuses every ndarray.
+            raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+        # torch.compile sees a numpy integer made inside the compiled code (np.int64(-1))
+        # as a 0-d ndarray over a traced tensor, whose __index__ it cannot trace (a graph
+        # break); as a tensor, int() of it reads the traced constant (as torch.softmax's
+        # own dim does).
+        value = torch.as_tensor(dim)
     if isinstance(value, torch.Tensor):
         if value.dim() == 0 and not value.is_floating_point() and not value.is_complex() \
                 and value.dtype is not torch.bool:
