@@ -170,7 +170,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     float16 or bfloat16, one dtype and one device for all three (another dtype: TypeError,
     no silent cast; another device: ValueError). D a multiple of 8 in [8, 256] (else ValueError). Any strides, including
     (B, N, H, D) tensors viewed with ``transpose(1, 2)``, stride-0 ``expand`` views and slices.
-    ``scale`` (a real number, finite in float32) defaults to 1/sqrt(D); scores are computed
+    ``scale`` (a real number, or a 0-d real tensor as SDPA takes it; finite in float32)
+    defaults to 1/sqrt(D); scores are computed
     in float32. NaN/inf inputs propagate as in torch SDPA's math path to every query that
     sees the key (a key scoring -inf just drops out). One difference: torch also spreads a
     NaN in v to queries for which that key is causally masked (0 * NaN); here at most the

@@ -281,11 +281,28 @@ def test_scales(device):
     out = flashtune.attention(q, k, v, scale=0)  # scale 0: the plain mean of v
     torch.testing.assert_close(out.float(), v.float().mean(2, keepdim=True).expand_as(out),
                                atol=2e-3, rtol=2e-3)
-    with pytest.raises(TypeError, match="scale must be a real number"):
-        flashtune.attention(q, k, v, scale=torch.tensor(0.5))
     for huge in (1e300, -1e39, 10**400):  # past float32: every score would be inf / NaN
         with pytest.raises(ValueError, match="scale must be finite"):
             flashtune.attention(q, k, v, scale=huge)
+
+
+def test_zero_dim_tensor_scale_as_sdpa(device):
+    """SDPA takes a 0-d real tensor as its scale (its value, float()); it was refused here."""
+    q, k, v = _qkv(device)
+    for scale in (torch.tensor(0.5), torch.tensor(0.25, dtype=torch.float64),
+                  torch.tensor(2, dtype=torch.int32), torch.tensor(-0.7, dtype=torch.bfloat16)):
+        out, lse = flashtune.attention(q, k, v, causal=True, scale=scale, return_lse=True)
+        assert check_case(out, lse, q, k, v, True, float(scale)) is None, scale
+    # the float scale's checks apply to the tensor's value
+    for bad in (torch.tensor(float("nan")), torch.tensor(float("inf")), torch.tensor(1e300)):
+        with pytest.raises(ValueError, match="scale must be finite"):
+            flashtune.attention(q, k, v, scale=bad)
+    # not a real number: refused as SDPA does (or as our bool scale is)
+    for bad, what in ((torch.tensor([0.5]), "1-d"), (torch.ones(1, 1), "2-d"),
+                      (torch.tensor(True), "torch.bool"), (torch.tensor(1 + 1j), "complex"),
+                      (torch.tensor(0.5, requires_grad=True), "requires grad")):
+        with pytest.raises(TypeError, match=f"scale must be .*{what}"):
+            flashtune.attention(q, k, v, scale=bad)
 
 
 @pytest.mark.parametrize("persistent", (False, True))

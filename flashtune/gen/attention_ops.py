@@ -9,8 +9,9 @@ Input rules (each broken rule raises a TypeError or ValueError naming the argume
   else dense in q's dimension order (a slice of packed qkv gives (B, N, H, D) storage).
 - Empty problems: B, H or Nq == 0 gives an empty output; Nk == 0 gives zeros (as torch SDPA)
   and LSE -inf, without a launch.
-- Strided dense tensors only: sparse and nested tensors are TypeErrors. ``scale`` must be finite
-  in float32 (the kernels scale the scores in fp32; a larger one would turn every score to inf).
+- Strided dense tensors only: sparse and nested tensors are TypeErrors. ``scale`` (a real
+  number or, as SDPA takes it, a 0-d real tensor) must be finite in float32 (the kernels
+  scale the scores in fp32; a larger one would turn every score to inf).
 
 This module does no autograd: ``flashtune.attention`` (``flashtune.attention_op``) wraps it in
 a torch.library op whose backward raises NotImplementedError.
@@ -108,6 +109,20 @@ def _type_name(value: Any) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
+def _tensor_scale(scale: torch.Tensor) -> float:
+    """A 0-d real tensor ``scale`` as a float, as SDPA takes it (float() of its value)."""
+    if scale.dim() != 0:
+        raise TypeError(f"scale must be a real number, a 0-d tensor or None, got a "
+                        f"{scale.dim()}-d tensor")
+    if scale.dtype is torch.bool or scale.is_complex():  # as a bool / complex scale is refused
+        raise TypeError(f"scale must be a real number, a 0-d tensor or None, got a 0-d "
+                        f"{scale.dtype} tensor")
+    if scale.requires_grad:  # its gradient would be lost (SDPA refuses it too)
+        raise TypeError("scale must be a real number, a 0-d tensor or None, got a 0-d tensor "
+                        "that requires grad (attention has no backward)")
+    return float(scale)
+
+
 def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> float:
     """Validate the scalar arguments; return the softmax scale (default 1/sqrt(head_dim))."""
     if not isinstance(causal, bool):
@@ -116,6 +131,8 @@ def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> floa
         raise TypeError(f"return_lse must be a bool, got {_type_name(return_lse)}")
     if scale is None:
         return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, torch.Tensor):
+        scale = _tensor_scale(scale)  # its value; then the float scale's checks below
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number or None, got {_type_name(scale)}")
     try:
