@@ -24,6 +24,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .dispatch import attention as _dispatch
+from .dispatch.call_state import autocast_active as _autocast_active
 from .dispatch.call_state import dispatch_modes as _dispatch_modes
 from .dispatch.call_state import functorch_active as _functorch_active
 from .dispatch.call_state import grad_enabled as _grad_enabled
@@ -168,7 +169,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     q: (B, H, Nq, D); k, v: (B, Hkv, Nk, D) with H a multiple of Hkv (grouped-query / multi-
     query attention: query head h uses k/v head h // (H // Hkv)); 4-D only, no implicit batch.
     float16 or bfloat16, one dtype and one device for all three (another dtype: TypeError,
-    no silent cast; another device: ValueError). D a multiple of 8 in [8, 256] (else ValueError). Any strides, including
+    no silent cast; another device: ValueError). Under ``torch.autocast`` for their device
+    type, floating inputs other than float64 are first cast to the autocast dtype, as SDPA does
+    (so fp32 q/k/v run in that dtype, and the output has it). D a multiple of 8 in [8, 256]
+    (else ValueError). Any strides, including
     (B, N, H, D) tensors viewed with ``transpose(1, 2)``, stride-0 ``expand`` views and slices.
     ``scale`` (a real number, or a 0-d real tensor as SDPA takes it; finite in float32)
     defaults to 1/sqrt(D); scores are computed
@@ -192,6 +196,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     gradient. torch.compile (fullgraph=True) traces it as the custom op
     ``torch.ops.flashtune.attention_fwd``.
     """
+    if _autocast_active():
+        q, k, v = _autocast_inputs(q, k, v)
     key = _plan_key(q, k, v, causal, scale, return_lse)
     if key is not None:
         plan = _PLANS.get(key)
@@ -212,6 +218,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     _dispatch.remember_plan(_PLANS, key, q, k, v, out, causal, scale_f, return_lse,
                             ran[-1] if ran else None, generation)
     return result
+
+
+def _autocast_inputs(q, k, v):
+    """q, k, v as SDPA sees them under torch.autocast: floating tensors other than float64 on
+    q's device type are cast to that device type's autocast dtype (autocast does not cast
+    float64). Anything else is left for check_inputs to judge."""
+    if not isinstance(q, torch.Tensor) or not torch.is_autocast_enabled(q.device.type):
+        return q, k, v
+    device_type = q.device.type
+    dtype = torch.get_autocast_dtype(device_type)
+    return tuple(t.to(dtype) if (isinstance(t, torch.Tensor) and t.device.type == device_type
+                                 and t.is_floating_point() and t.dtype is not torch.float64)
+                 else t for t in (q, k, v))
 
 
 def _plan_key(q, k, v, causal, scale, return_lse):

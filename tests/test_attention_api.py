@@ -176,6 +176,35 @@ def test_mismatched_dtypes(device):
         flashtune.attention(q, k, v.to(torch.bfloat16))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_autocast_casts_inputs_as_sdpa(device, dtype):
+    """Under torch.autocast, SDPA casts its floating inputs (fp64 aside) to the autocast dtype;
+    fp32 q/k/v used to be refused here. Outside autocast they still are."""
+    q, k, v = (t.float() for t in _qkv(device, nq=40, nk=56))
+    expected, expected_lse = flashtune.attention(q.to(dtype), k.to(dtype), v.to(dtype),
+                                                 causal=True, return_lse=True)
+    other = torch.bfloat16 if dtype == torch.float16 else torch.float16
+    with torch.autocast(device_type=q.device.type, dtype=dtype):
+        for _ in range(2):  # the second call finds the first's stored plan
+            out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+            assert out.dtype == dtype
+            assert torch.equal(out, expected) and torch.equal(lse, expected_lse)
+            # a half input of the other dtype is cast too, as autocast does
+            out = flashtune.attention(q.to(other), k, v.to(other), causal=True)
+            with torch.autocast(device_type=q.device.type, enabled=False):
+                twice = flashtune.attention(q.to(other).to(dtype), k.to(dtype),
+                                            v.to(other).to(dtype), causal=True)
+            assert out.dtype == dtype and torch.equal(out, twice)
+        with pytest.raises(TypeError, match="q has dtype torch.float64"):  # autocast skips fp64
+            flashtune.attention(q.double(), k.double(), v.double())
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            with pytest.raises(TypeError, match="q has dtype torch.float32"):
+                flashtune.attention(q, k, v)
+    with pytest.raises(TypeError, match="q has dtype torch.float32"):
+        flashtune.attention(q, k, v)
+    assert flashtune.attention(q.to(other), k.to(other), v.to(other)).dtype == other
+
+
 def test_mismatched_devices(device):
     q, k, v = _qkv(device)
     with pytest.raises(ValueError, match="k is on meta"):

@@ -15,3 +15,5 @@ functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda:
 # Not None while torch.jit.trace records: a direct kernel launch would be missing from the trace
 # (its output frozen as a constant).
 jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
+# True while torch.autocast is on for any device type (about 80 ns per call).
+autocast_active = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
