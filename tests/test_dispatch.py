@@ -341,6 +341,32 @@ def test_cpu_without_interpreter_is_torch(fresh_db, monkeypatch):
     torch.testing.assert_close(flashtune.log_softmax(x, 0), torch.log_softmax(x, 0), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("value, on", [("1", True), ("TRUE", True), (" on ", True), ("yes", True),
+                                       ("0", False), ("false", False), ("Off", False),
+                                       ("no", False), ("", False)])
+def test_boolean_switches_read_the_usual_spellings(monkeypatch, value, on):
+    from flashtune.dispatch.settings import Settings
+
+    monkeypatch.setenv("FLASHTUNE_DISABLE", value)
+    monkeypatch.setenv("FLASHTUNE_LOG", value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        settings = Settings.from_env()
+    assert settings.disabled is on and settings.log is on
+
+
+def test_boolean_switch_of_unknown_value_warns_once(monkeypatch):
+    """Defect: FLASHTUNE_DISABLE=2 (or a typo, "ture") was silently taken as off."""
+    from flashtune.dispatch.settings import Settings
+
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "ture")
+    with pytest.warns(DispatchWarning, match="FLASHTUNE_DISABLE='ture'.*ignored"):
+        assert Settings.from_env().disabled is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Settings.from_env().disabled is False  # once per value
+
+
 def test_log_switch_logs_once_per_problem(fresh_db, monkeypatch, caplog):
     monkeypatch.setenv("FLASHTUNE_LOG", "1")
     dispatch.reset()

@@ -455,6 +455,29 @@ def test_accelerate_leaves_alone_what_it_cannot_speed_up(monkeypatch):
     assert "FLASHTUNE_FAST_LAUNCH=0" in fl.status()
 
 
+@pytest.mark.parametrize("value, on", [("0", False), ("false", False), (" OFF ", False),
+                                       ("no", False), ("1", True), ("True", True), ("", True)])
+def test_switch_reads_the_usual_boolean_spellings(monkeypatch, value, on):
+    """Defect: only "0" turned the fast path off; FLASHTUNE_FAST_LAUNCH=false left it on.
+    Blank counts as unset (the default, on), as for FLASHTUNE_DB."""
+    sup = make_support()
+    fake, mod = _launch_module(_LAUNCH_SRC + "\n\n\n\n")
+    monkeypatch.setenv(fl.ENV_SWITCH, value)
+    assert (fl.accelerate(mod.launch, sup) is not mod.launch) is on
+    assert (f"off ({fl.ENV_SWITCH}={value.strip()})" in fl.status()) is not on
+
+
+def test_switch_of_unknown_value_warns_once_and_keeps_the_default(monkeypatch):
+    sup = make_support()
+    fake, mod = _launch_module(_LAUNCH_SRC + "\n\n\n\n\n")
+    monkeypatch.setenv(fl.ENV_SWITCH, "offf")
+    with pytest.warns(fl.DispatchWarning, match="FLASHTUNE_FAST_LAUNCH='offf'.*ignored"):
+        assert fl.accelerate(mod.launch, sup) is not mod.launch
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fl.accelerate(mod.launch, sup) is not mod.launch  # once per value
+
+
 # -- detection --------------------------------------------------------------------------------
 def test_installed_triton_run_source_matches_the_launch_we_reproduce():
     from triton.runtime.jit import JITFunction

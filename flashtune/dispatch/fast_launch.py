@@ -35,7 +35,8 @@ when called on two ints (same function, same result; see ``_HostTriton``).
 Not seen after a kernel's capture: Triton knobs that only change compilation (e.g.
 ``knobs.runtime.debug`` set at run time) and a switch of ``driver.active``; call
 ``flashtune.dispatch.reset()`` after changing them (new plans, new stand-ins).
-``FLASHTUNE_FAST_LAUNCH=0`` turns the fast path off for plans built afterwards.
+``FLASHTUNE_FAST_LAUNCH=0`` (or false/no/off) turns the fast path off for plans built
+afterwards.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from typing import Any, Callable
 import torch
 
 from ..gen.notices import DispatchWarning
+from .settings import env_flag
 
 ENV_SWITCH = "FLASHTUNE_FAST_LAUNCH"
 MIN_VERSION = (3, 3)  # knobs.runtime hooks and "*bound_args.values()" launches start here
@@ -173,10 +175,14 @@ def support() -> Support | None:
     return _STATE.support
 
 
+def _switched_off() -> bool:
+    return not env_flag(ENV_SWITCH, default=True)
+
+
 def status() -> str:
     """One line: whether fast launches are on, and why not if they are off."""
-    if os.environ.get(ENV_SWITCH, "").strip() == "0":
-        return f"off ({ENV_SWITCH}=0)"
+    if _switched_off():
+        return f"off ({ENV_SWITCH}={os.environ[ENV_SWITCH].strip()})"
     support()
     if _STATE.failed:
         return f"off after a failure: {_STATE.failed}"
@@ -439,7 +445,7 @@ def accelerate(launch: Callable, sup: Support | None = None) -> Callable:
     Triton, the interpreter, no kernels in its globals, a launch that writes globals).
     The result has ``fast_kernels`` (the stand-ins, for tests and benchmarks).
     """
-    if os.environ.get(ENV_SWITCH, "").strip() == "0" or _STATE.failed is not None:
+    if _switched_off() or _STATE.failed is not None:
         return launch
     if sup is None:
         sup = support()

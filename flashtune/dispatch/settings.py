@@ -9,6 +9,8 @@
 - ``FLASHTUNE_DB`` and ``FLASHTUNE_CACHE_DIR`` are read by ``flashtune.cache`` and
   ``flashtune.paths``.
 
+The boolean switches (these two and ``FLASHTUNE_FAST_LAUNCH``) are read by ``env_flag``.
+
 The values are read when the dispatcher state is (re)built, not per call: reading ``os.environ``
 costs about a microsecond, a tenth of the call budget. After changing them at run time, call
 ``flashtune.dispatch.reset()``.
@@ -18,14 +20,34 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass
+
+from ..gen.notices import DispatchWarning
 
 LOGGER_NAME = "flashtune"
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_WARNED: set[tuple[str, str]] = set()  # (name, value) pairs already warned about
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
+def env_flag(name: str, default: bool = False) -> bool:
+    """A boolean FLASHTUNE_* switch: 1/true/yes/on or 0/false/no/off, in any case and with
+    spaces around; unset or blank (as for FLASHTUNE_DB): ``default``. Another value gives
+    ``default`` too, with one DispatchWarning per value, so that a typo does not silently leave
+    a switch as it was."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    if value and (name, raw) not in _WARNED:
+        _WARNED.add((name, raw))
+        warnings.warn(f"flashtune: {name}={raw!r} is ignored (expected 1/true/yes/on or "
+                      f"0/false/no/off); using the default, {'on' if default else 'off'}",
+                      DispatchWarning, stacklevel=2)
+    return default
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,7 @@ class Settings:
     def from_env(cls) -> "Settings":
         from ..gen.loader import interpreter_mode
 
-        return cls(disabled=_flag("FLASHTUNE_DISABLE"), log=_flag("FLASHTUNE_LOG"),
+        return cls(disabled=env_flag("FLASHTUNE_DISABLE"), log=env_flag("FLASHTUNE_LOG"),
                    interpreter=interpreter_mode())
 
     @property
