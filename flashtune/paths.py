@@ -14,11 +14,23 @@ from pathlib import Path
 APP_NAME = "flashtune"
 
 
+def expand_home(text: str, what: str) -> Path:
+    """``Path(text)`` with a leading ``~`` or ``~user`` expanded. Where it cannot be (no such
+    user, or no home folder: a uid without a passwd entry and no HOME), a ValueError naming
+    ``what`` (the setting or option the path came from): pathlib's own RuntimeError named
+    neither, and reached every flashtune call through the kernel folder."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        raise ValueError(f"{what}: cannot expand the ~ of {text!r} (no such user, or no home "
+                         "folder); give the path without ~") from None
+
+
 def cache_dir() -> Path:
-    """The root cache folder (not created here)."""
+    """The root cache folder (not created here); ValueError for an unexpandable ``~``."""
     override = os.environ.get("FLASHTUNE_CACHE_DIR")
     if override and override.strip():  # set but blank: as if unset (as for FLASHTUNE_DB)
-        return Path(override).expanduser()
+        return expand_home(override, "FLASHTUNE_CACHE_DIR")
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))

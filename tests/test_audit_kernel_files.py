@@ -158,6 +158,72 @@ def test_kernel_folder_fallbacks_pass_the_readme_warning_filters(tmp_path, monke
         reset()
 
 
+# A "~user" that names no user (a typo, or "~" in a container that runs as a uid with no
+# passwd entry and no HOME): pathlib cannot expand it.
+_NO_HOME = "~flashtune-audit-no-such-user/cache"
+
+
+def test_a_cache_folder_whose_tilde_cannot_be_expanded_does_not_stop_the_model(tmp_path,
+                                                                             monkeypatch):
+    # Defect (audit): pathlib's RuntimeError("Could not determine home directory.") reached
+    # every flashtune.softmax / attention call (the kernel folder is looked up on each first
+    # load), naming neither FLASHTUNE_CACHE_DIR nor the path. A kernel folder that cannot be
+    # used is the cache's trouble: the kernels go to the temp folder, with one warning, and the
+    # database (whose default path is in that folder) is skipped with one warning.
+    import warnings
+
+    import torch
+
+    import flashtune
+    from flashtune.dispatch import reset
+
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", _NO_HOME)
+    monkeypatch.delenv("FLASHTUNE_DB", raising=False)
+    monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: tmp_path / "tmp" / "kernels")
+    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    reset()  # forget the plans (and kernels) of the folder used so far
+    try:
+        x = torch.randn(5, 77)
+        q, k, v = (torch.randn(1, 2, 9, 16, dtype=torch.float16) for _ in "qkv")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                y = flashtune.softmax(x)
+                out = flashtune.attention(q, k, v, causal=True)
+        torch.testing.assert_close(y, torch.softmax(x, -1))
+        expected = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), is_causal=True)
+        torch.testing.assert_close(out.float(), expected, atol=2e-3, rtol=2e-3)
+        said = [str(w.message) for w in caught if "FLASHTUNE_CACHE_DIR" in str(w.message)]
+        kernels = [text for text in said if "generated kernels" in text]
+        assert len(kernels) == 1 and _NO_HOME in kernels[0], said
+        database = [text for text in said if "winner database" in text]
+        assert len(database) == 1 and "=None" not in database[0], said
+        assert any((tmp_path / "tmp" / "kernels").iterdir())
+    finally:
+        monkeypatch.undo()
+        reset()
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["env"], "FLASHTUNE_CACHE_DIR"),
+    (["show"], "FLASHTUNE_CACHE_DIR"),
+    (["show", "--db", _NO_HOME + ".sqlite"], "--db"),
+    (["tune", "--interpret", "--journal", _NO_HOME + ".log"], "--journal"),
+], ids=["env", "show", "show-db", "tune-journal"])
+def test_cli_names_a_tilde_that_cannot_be_expanded(tmp_path, monkeypatch, capsys, argv, named):
+    # Defect (audit): a traceback of pathlib's RuntimeError, even from `flashtune env`, the
+    # command that reports these settings.
+    cache = tmp_path / "cache" if named == "--journal" else _NO_HOME
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("FLASHTUNE_DB", raising=False)
+    rc, out, err = _cli(capsys, *argv)
+    if argv == ["env"]:
+        assert rc == 0 and "cannot expand" in out and named in out, (out, err)
+    else:
+        assert rc == 2 and "cannot expand" in err and named in err, (out, err)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)],
                          ids=["umask-022", "umask-002", "umask-077"])

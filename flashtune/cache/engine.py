@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
+from ..paths import expand_home
 from .errors import CacheError
 
 DB_ENV = "FLASHTUNE_DB"
@@ -63,7 +64,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
         # Path("") is the current folder: an explicit empty value (--db "") is a mistake
         raise ValueError("url: empty; give an SQLAlchemy URL or an SQLite file path")
     if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
-        return URL.create("sqlite", database=str(Path(url).expanduser()))
+        return URL.create("sqlite", database=str(expand_home(os.fspath(url), "url")))
     if not isinstance(url, (str, URL)):
         raise TypeError(f"url must be a str, path or sqlalchemy URL, got {type(url).__name__}")
     try:
@@ -86,7 +87,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
         # a folder named "~" made under the current one.
-        parsed = parsed.set(database=str(Path(parsed.database).expanduser()))
+        parsed = parsed.set(database=str(expand_home(parsed.database, "url")))
     return parsed
 
 

@@ -98,5 +98,7 @@ def _where(url: Any) -> str:
         return display(resolve_url(url))
     except Exception:  # noqa: BLE001 - an unparsable URL: name what was given (no password)
         given = url if url is not None else os.environ.get(DB_ENV)
+        if given is None:  # the default file, in a cache folder that cannot be named
+            return "in the cache folder"
         shown = hide_password(repr(given))
         return shown if url is not None else f"{DB_ENV}={shown}"

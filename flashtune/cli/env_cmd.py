@@ -66,8 +66,13 @@ def run(args) -> int:
         url += "  (exists)" if why is None else "  (not created yet)" if why == "missing" \
             else f"  ({why}, not a database file)"
     lines.append(("database", url))
-    lines.append(("cache folder", str(paths.cache_dir())))
-    lines.append(("kernel sources", str(paths.kernel_dir())))
+    try:
+        folder = paths.cache_dir()
+    except ValueError as err:  # FLASHTUNE_CACHE_DIR with a ~ that cannot be expanded
+        lines.append(("cache folder", f"invalid ({err})"))
+    else:
+        lines.append(("cache folder", str(folder)))
+        lines.append(("kernel sources", str(folder / "kernels")))
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
         lines.append((name, hide_password(os.environ.get(name, "(unset)"))))
     width = max(len(k) for k, _ in lines)

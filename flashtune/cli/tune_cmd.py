@@ -34,6 +34,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ..paths import expand_home
 from .options import add_db_option, ascii_float, ascii_int, check_writable_db
 
 
@@ -173,7 +174,7 @@ def _check_journal(journal: str | None) -> None:
     if "://" in journal:
         _check_journal_url(journal)
         return
-    path = Path(journal).expanduser()
+    path = expand_home(journal, "--journal")
     if not path.parent.is_dir():
         raise ValueError(f"--journal: folder {path.parent} does not exist")
     if path.is_dir():

@@ -95,34 +95,42 @@ def _write_atomically(variant: RenderedVariant, path: Path) -> Path:
 def write_source(variant: RenderedVariant) -> Path:
     """Atomically write the variant's source (skipped when an identical file exists).
 
-    If the cache folder cannot be written (a read-only home, a path through a file), the
-    source goes to a per-user temp folder instead, with one warning: a user's model keeps
-    running. When that fails too, OSError naming both (``load`` then runs the kernel without a
-    file).
+    If the cache folder cannot be written (a read-only home, a path through a file) or named
+    (FLASHTUNE_CACHE_DIR with a ~ that cannot be expanded), the source goes to a per-user temp
+    folder instead, with one warning: a user's model keeps running. When that fails too,
+    OSError naming both (``load`` then runs the kernel without a file).
     """
-    path = source_path(variant)
+    try:
+        path = source_path(variant)
+    except ValueError as err:  # FLASHTUNE_CACHE_DIR has a ~ that cannot be expanded
+        return _write_to_temp(variant, os.environ.get("FLASHTUNE_CACHE_DIR", ""), err)
     try:
         return _write_atomically(variant, path)
     except OSError as err:
-        fallback = fallback_kernel_dir() / path.name
-        try:
-            _private_folder(fallback.parent)
-            written = _write_atomically(variant, fallback)
-        except OSError as err2:
-            raise OSError(
-                f"flashtune cannot write generated kernels to {path.parent} ({err}) nor to "
-                f"{fallback.parent} ({err2}); set FLASHTUNE_CACHE_DIR to a writable folder"
-            ) from err
-        if path.parent not in _warned_dirs:
-            _warned_dirs.add(path.parent)
-            warnings.warn(
-                f"flashtune cannot write generated kernels to {path.parent} ({err}); using "
-                f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
-                DispatchWarning, stacklevel=3)
-        return written
+        return _write_to_temp(variant, path.parent, err)
 
 
-_warned_dirs: set[Path] = set()
+def _write_to_temp(variant: RenderedVariant, folder: Path | str, err: Exception) -> Path:
+    """write_source's fallback: the cache ``folder`` cannot hold the source (``err``)."""
+    fallback = fallback_kernel_dir() / f"{variant.module_name}.py"
+    try:
+        _private_folder(fallback.parent)
+        written = _write_atomically(variant, fallback)
+    except OSError as err2:
+        raise OSError(
+            f"flashtune cannot write generated kernels to {folder} ({err}) nor to "
+            f"{fallback.parent} ({err2}); set FLASHTUNE_CACHE_DIR to a writable folder"
+        ) from err
+    if folder not in _warned_dirs:
+        _warned_dirs.add(folder)
+        warnings.warn(
+            f"flashtune cannot write generated kernels to {folder} ({err}); using "
+            f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
+            DispatchWarning, stacklevel=4)
+    return written
+
+
+_warned_dirs: set[Path | str] = set()
 
 
 def _private_folder(folder: Path) -> None:
@@ -164,7 +172,11 @@ _warned_unwritable: list[bool] = []  # one warning per process
 
 def _key(variant: RenderedVariant) -> tuple[str, str, bool]:
     # The interpreter choice is made when @triton.jit runs, so it is part of the key.
-    return (variant.module_name, str(paths.kernel_dir()), interpreter_mode())
+    try:
+        folder = paths.kernel_dir()
+    except ValueError:  # a ~ in FLASHTUNE_CACHE_DIR that cannot be expanded: see write_source
+        folder = fallback_kernel_dir()
+    return (variant.module_name, str(folder), interpreter_mode())
 
 
 def written_source(variant: RenderedVariant) -> Path | None:
