@@ -10,6 +10,7 @@ trusted, and neither is any bytecode cached beside it.
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import linecache
@@ -34,12 +35,28 @@ from .render import RenderedVariant
 # imports its variant itself, even the one the outer load is importing (see load).
 _lock = threading.RLock()
 _loaded: dict[tuple[str, str, bool], ModuleType] = {}
+# Triton's interpreter keeps a launch's state process-wide: the program id it is running (its
+# builder's grid index), and tl.* patched to interpreted versions for the launch, put back when
+# it ends. Two threads launching at once read each other's program ids (rows left unwritten or
+# written twice) or run tl.* unpatched, so interpreted launches take turns (see
+# _one_launch_at_a_time). Re-entrant for the reason _lock is.
+_interpreter_lock = threading.RLock()
 
 
 @after_fork_in_child
 def _new_lock() -> None:
-    global _lock
+    global _lock, _interpreter_lock
     _lock = threading.RLock()
+    _interpreter_lock = threading.RLock()
+
+
+def _one_launch_at_a_time(launch):
+    """``launch`` of an interpreted variant, run under _interpreter_lock."""
+    @functools.wraps(launch)
+    def run(*args, **kwargs):
+        with _interpreter_lock:
+            return launch(*args, **kwargs)
+    return run
 
 
 def interpreter_mode() -> bool:
@@ -224,6 +241,8 @@ def load(variant: RenderedVariant) -> ModuleType:
                 if sys.modules.get(name) is module:  # not a nested load's module (see below)
                     del sys.modules[name]
                 raise
+            if key[2] and callable(getattr(module, "launch", None)):  # interpreted
+                module.launch = _one_launch_at_a_time(module.launch)
             # A load inside this one (a signal handler's, see _lock) may have imported the
             # same variant meanwhile: one module per variant, the first one stored.
             module = _loaded.setdefault(key, module)
