@@ -39,6 +39,7 @@ from .dispatch.call_state import functorch_active as _functorch_active
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
 from .dispatch.call_state import jit_tracing as _jit_tracing
+from .dispatch.call_state import single_vmap as _single_vmap
 from .dispatch.runtime import ACCEPTED_DTYPES as _ACCEPTED_DTYPES
 from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import check_dtype as _check_dtype
@@ -191,11 +192,14 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
         # is_neg.)
         x = x.resolve_neg()
     d = _normalize_dim(dim, x.dim())
-    if _forward_ad._current_level >= 0 or (not _is_compiling() and _functorch_active()):
+    if _forward_ad._current_level >= 0 or (
+            _functorch_active() and not (_is_compiling() and _single_vmap())):
         # Forward-mode AD is on (torch.func.jvp too): our ops have no forward-AD formula, and a
         # dual tensor looks like a plain one to the kernel (its tangent would be dropped).
         # Other torch.func transforms wrap tensors in storage-less wrappers our kernels cannot
         # read and that the custom op's autograd does not support. torch computes both.
+        # Under torch.compile, a lone vmap keeps our kernels (the op's vmap rule); inside
+        # torch.func.grad or jacrev the traced op would fail (see call_state.single_vmap).
         return (torch.log_softmax if log else torch.softmax)(x, d)
     if (_is_compiling() or (type(x) is not _Tensor and type(x) is not _Parameter)
             or _dispatch_modes()

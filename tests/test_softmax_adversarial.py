@@ -234,6 +234,30 @@ def test_func_grad_jacrev_hessian_match_torch(fresh_db, name):
 
 
 @pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_func_grad_and_jacrev_inside_torch_compile_match_torch(fresh_db, name, backend):
+    """Defect: under torch.compile every call was traced as torch.ops.flashtune.*, also inside
+    torch.func.grad / jacrev, where torch's custom ops cannot run (their generated
+    autograd.Function has no setup_context; pytorch#168393): compiling a function that takes
+    torch.func.grad of a flashtune softmax raised 'In order to use an autograd.Function with
+    functorch transforms ...'. Eager calls already switch to torch's op there."""
+    ours, ref = PAIRS[name]
+    x = torch.randn(3, 6, device=DEVICE)
+    c = torch.randn(3, 6, device=DEVICE)
+    try:
+        for transform in (torch.func.grad, torch.func.jacrev):
+            got = torch.compile(transform(lambda t: (ours(t, 0) * c).sum()), backend=backend)(x)
+            expected = transform(lambda t: (ref(t, 0) * c).sum())(x)
+            torch.testing.assert_close(got, expected)
+        per_row = torch.func.vmap(torch.func.grad(lambda t: (ours(t, 0) * c[0]).sum()))
+        torch.testing.assert_close(
+            torch.compile(per_row, backend=backend)(x),
+            torch.func.vmap(torch.func.grad(lambda t: (ref(t, 0) * c[0]).sum()))(x))
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", PAIRS)
 def test_func_jvp_and_jacfwd_match_torch(fresh_db, name):
     ours, ref = PAIRS[name]
     x = torch.randn(2, 6, device=DEVICE)

@@ -17,3 +17,15 @@ functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda:
 jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 # True while torch.autocast is on for any device type (about 80 ns per call).
 autocast_active = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
+
+def single_vmap() -> bool:
+    """While functorch_active(): whether the only transform is one torch.func.vmap (traceable
+    by torch.compile, unlike the tensors' wrapper types). torch.ops.flashtune.* have vmap
+    rules, but their autograd fails inside grad, jacrev, jvp (pytorch#168393): any other
+    transform below or above the vmap needs torch's op."""
+    from torch._C._functorch import TransformType
+    from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
+    top = retrieve_current_functorch_interpreter()
+    return top.key() == TransformType.Vmap and top.level() == 1
