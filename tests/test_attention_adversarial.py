@@ -16,6 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 import flashtune
+from flashtune.gen import loader
 from attention_cases import Shape, check_case, config, make_qkv
 from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune import dispatch
@@ -91,6 +92,18 @@ def test_gqa_and_mqa_match_expanded_heads(device):
     q, k, v = _qkv(device, h=2, hkv=4)
     with pytest.raises(ValueError, match="not a multiple"):
         flashtune.attention(q, k, v)
+
+
+@pytest.mark.parametrize("b, nk", [(0, 8), (1, 0)])
+def test_empty_cpu_problem_outside_the_interpreter_is_refused_as_any(monkeypatch, b, nk):
+    """README: attention of CPU tensors raises ValueError outside the interpreter. An empty
+    batch (or no keys) returned zeros there, so a model's empty first batch passed and its
+    next one was refused."""
+    monkeypatch.setattr(loader, "interpreter_mode", lambda: False)
+    q = torch.randn(b, 2, 8, 16, dtype=torch.float16)
+    kv = torch.randn(b, 2, nk, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match="q is on cpu"):
+        flashtune.attention(q, kv, kv)
 
 
 def test_empty_combinations(device):

@@ -266,13 +266,16 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     scale = check_flags(causal, scale, return_lse, q.shape[3])
     batch, heads, n_q, _ = q.shape
     n_k = k.shape[2]
+    # Before the empty answer too: CPU tensors outside the interpreter are refused whatever
+    # their size (an empty batch must not pass where the next call would not); and before
+    # allocating an output it would refuse.
+    check_launchable(q, k, v)
     if q.numel() == 0 or n_k == 0:
         out = torch.zeros_like(q)
         if not return_lse:
             return out
         return out, torch.full((batch, heads, n_q), float("-inf"), dtype=torch.float32,
                                device=q.device)
-    check_launchable(q, k, v)  # before allocating an output it would refuse
     out = torch.empty_like(q)
     # The kernel writes lse only when asked: no buffer otherwise (the plans do the same).
     lse = (torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
