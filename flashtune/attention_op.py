@@ -224,9 +224,14 @@ def _autocast_inputs(q, k, v):
     """q, k, v as SDPA sees them under torch.autocast: floating tensors other than float64 on
     q's device type are cast to that device type's autocast dtype (autocast does not cast
     float64). Anything else is left for check_inputs to judge."""
-    if not isinstance(q, torch.Tensor) or not torch.is_autocast_enabled(q.device.type):
+    if not isinstance(q, torch.Tensor):
         return q, k, v
     device_type = q.device.type
+    # A device type autocast does not know (meta: shape inference) is never cast, and
+    # torch.is_autocast_enabled raises a RuntimeError for it.
+    if not (torch.amp.is_autocast_available(device_type)
+            and torch.is_autocast_enabled(device_type)):
+        return q, k, v
     dtype = torch.get_autocast_dtype(device_type)
     return tuple(t.to(dtype) if (isinstance(t, torch.Tensor) and t.device.type == device_type
                                  and t.is_floating_point() and t.dtype is not torch.float64)

@@ -205,6 +205,17 @@ def test_autocast_casts_inputs_as_sdpa(device, dtype):
     assert flashtune.attention(q.to(other), k.to(other), v.to(other)).dtype == other
 
 
+def test_autocast_leaves_meta_inputs_alone(device):
+    """Meta tensors (shape inference) under torch.autocast: autocast has no meta device type,
+    so SDPA leaves them as they are; asking torch.is_autocast_enabled("meta") raised a
+    RuntimeError ('unknown device type for autocast') from every such call."""
+    q, k, v = (t.to("meta") for t in _qkv(device))
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        out = flashtune.attention(q, k, v)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert out.device.type == "meta" and out.shape == q.shape and out.dtype == expected.dtype
+
+
 def test_mismatched_devices(device):
     q, k, v = _qkv(device)
     with pytest.raises(ValueError, match="k is on meta"):
