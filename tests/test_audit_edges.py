@@ -70,7 +70,7 @@ def test_attention_flag_errors_name_numpy_types(device):
         flashtune.attention(q, q, q, causal=np.bool_(True))
     with pytest.raises(TypeError, match=r"return_lse must be a bool, got numpy\.bool"):
         flashtune.attention(q, q, q, return_lse=np.bool_(False))
-    with pytest.raises(TypeError, match=r"scale must be a real number or None, got numpy\.ndarray"):
+    with pytest.raises(TypeError, match=r"scale must be a real number, a 0-d tensor or None, got numpy\.ndarray"):
         flashtune.attention(q, q, q, scale=np.array(0.5))
 
 

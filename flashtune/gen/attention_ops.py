@@ -109,17 +109,19 @@ def _type_name(value: Any) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
+# What a bad scale's TypeError says it expected (a real number, or a 0-d tensor as SDPA takes).
+_SCALE_EXPECTED = "scale must be a real number, a 0-d tensor or None"
+
+
 def _tensor_scale(scale: torch.Tensor) -> float:
     """A 0-d real tensor ``scale`` as a float, as SDPA takes it (float() of its value)."""
     if scale.dim() != 0:
-        raise TypeError(f"scale must be a real number, a 0-d tensor or None, got a "
-                        f"{scale.dim()}-d tensor")
+        raise TypeError(f"{_SCALE_EXPECTED}, got a {scale.dim()}-d tensor")
     if scale.dtype is torch.bool or scale.is_complex():  # as a bool / complex scale is refused
-        raise TypeError(f"scale must be a real number, a 0-d tensor or None, got a 0-d "
-                        f"{scale.dtype} tensor")
+        raise TypeError(f"{_SCALE_EXPECTED}, got a 0-d {scale.dtype} tensor")
     if scale.requires_grad:  # its gradient would be lost (SDPA refuses it too)
-        raise TypeError("scale must be a real number, a 0-d tensor or None, got a 0-d tensor "
-                        "that requires grad (attention has no backward)")
+        raise TypeError(f"{_SCALE_EXPECTED}, got a 0-d tensor that requires grad (attention "
+                        "has no backward)")
     return float(scale)
 
 
@@ -134,7 +136,7 @@ def check_flags(causal: Any, scale: Any, return_lse: Any, head_dim: int) -> floa
     if isinstance(scale, torch.Tensor):
         scale = _tensor_scale(scale)  # its value; then the float scale's checks below
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {_type_name(scale)}")
+        raise TypeError(f"{_SCALE_EXPECTED}, got {_type_name(scale)}")
     try:
         scale = float(scale)
     except OverflowError:  # e.g. an int or Fraction beyond the float range
