@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+
+from ..paths import expand_home
 
 
 def make_storage(spec: str | None):
@@ -34,8 +35,8 @@ def make_storage(spec: str | None):
     except ImportError:  # optuna < 4.0 spelled it JournalFileStorage
         from optuna.storages import JournalFileStorage as JournalFileBackend
     # "~" is expanded here as in the CLI's up-front check of the path (the shell does not
-    # expand it in --journal=~/x, and Optuna would make a folder named "~").
-    return JournalStorage(JournalFileBackend(str(Path(spec).expanduser())))
+    # expand it in --journal=~/x, and Optuna would make a folder named "~"), by the same helper.
+    return JournalStorage(JournalFileBackend(str(expand_home(spec, "journal"))))
 
 
 def study_name(device_name: str, capability: str, family_hash: str, op: str, dtype: str,
