@@ -67,12 +67,12 @@ def run(args) -> int:
             else f"  ({why}, not a database file)"
     lines.append(("database", url))
     try:
-        folder = paths.cache_dir()
+        folder, kernels = paths.cache_dir(), paths.kernel_dir()
     except ValueError as err:  # FLASHTUNE_CACHE_DIR with a ~ that cannot be expanded
         lines.append(("cache folder", f"invalid ({err})"))
     else:
         lines.append(("cache folder", str(folder)))
-        lines.append(("kernel sources", str(folder / "kernels")))
+        lines.append(("kernel sources", str(kernels)))
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
         lines.append((name, hide_password(os.environ.get(name, "(unset)"))))
     width = max(len(k) for k, _ in lines)
