@@ -269,6 +269,23 @@ def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
     assert "unfinished write" in explain(err, resolve_url(str(hot_journal)), 1.0)
 
 
+def test_hot_journal_advice_quotes_the_path(tmp_path):
+    """The suggested `sqlite3 PATH 'PRAGMA quick_check'` must run as printed: a path with a
+    space (or a quote) split into several shell words, none of them the database."""
+    import shlex
+
+    from flashtune.cache.engine import explain, resolve_url
+
+    path = tmp_path / "team's db" / "tuned.sqlite"
+    path.parent.mkdir()
+    path.write_bytes(b"")
+    (path.parent / "tuned.sqlite-journal").write_bytes(b"x" * 512)
+    err = sqlite3.OperationalError("attempt to write a readonly database")
+    said = explain(err, resolve_url(str(path)), 1.0)
+    command = said.split("`")[1]
+    assert shlex.split(command) == ["sqlite3", str(path), "PRAGMA quick_check"], said
+
+
 # -- rows tampered with behind flashtune's back -----------------------------------------------
 
 _TAMPERED_CONFIGS = {

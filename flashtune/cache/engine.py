@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import stat
 import re
 import sqlite3
@@ -373,8 +374,9 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
                 "(another program's, killed or crashed: flashtune writes in WAL mode); SQLite "
                 "must roll it back before the database can be read, and a read-only open may "
                 f"not ({text}). Open it once with write access, e.g. `sqlite3 "
-                f"{sqlite_file(url)} 'PRAGMA quick_check'`, as a user who may write its folder; "
-                "do not delete the journal (the database would keep the half-done write).")
+                f"{shlex.quote(str(sqlite_file(url)))} 'PRAGMA quick_check'`, as a user who "
+                "may write its folder; do not delete the journal (the database would keep the "
+                "half-done write).")
     if "unable to open database file" in lowered or "readonly" in lowered:
         # Readers too: SQLite reads a WAL database only where it may make the -shm file
         # beside it (unless nobody at all can write there), so a team database in another
