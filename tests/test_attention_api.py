@@ -216,6 +216,29 @@ def test_autocast_leaves_meta_inputs_alone(device):
     assert out.device.type == "meta" and out.shape == q.shape and out.dtype == expected.dtype
 
 
+def test_autocast_makes_no_cast_calls_for_inputs_already_cast(device):
+    """Hot path: under torch.autocast, q/k/v already in the autocast dtype (the usual case:
+    they come from layers autocast ran) need no cast. Each no-op Tensor.to call cost about
+    1 us of host time on every attention call (3 of them, several times the call budget)."""
+    from torch.overrides import TorchFunctionMode
+
+    class CountCasts(TorchFunctionMode):
+        casts = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.to:
+                CountCasts.casts += 1
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = _qkv(device)
+    expected = flashtune.attention(q, k, v)
+    with torch.autocast(device_type=q.device.type, dtype=q.dtype):
+        flashtune.attention(q, k, v)  # stores the plan
+        with CountCasts():
+            out = flashtune.attention(q, k, v)
+    assert CountCasts.casts == 0 and torch.equal(out, expected)
+
+
 def test_mismatched_devices(device):
     q, k, v = _qkv(device)
     with pytest.raises(ValueError, match="k is on meta"):
