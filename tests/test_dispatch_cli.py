@@ -147,3 +147,15 @@ def test_source_dispatch_and_show_under_flashtune_disable(fresh_db, capsys, monk
     assert "FLASHTUNE_DISABLE=1" in err and "default" in err, err
     assert main(["show"]) == 0
     assert "FLASHTUNE_DISABLE=1" in capsys.readouterr().out
+
+
+def test_disable_messages_name_the_value_that_was_set(fresh_db, capsys, monkeypatch):
+    """FLASHTUNE_DISABLE=yes (any spelling env_flag takes) was reported as FLASHTUNE_DISABLE=1
+    by `source --dispatch` and `show`."""
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "yes")
+    dispatch.reset()
+    assert main(["source", "softmax", "--shape", "8x64", "--dtype", "float32", "--dispatch"]) == 0
+    assert "# dispatch: FLASHTUNE_DISABLE=yes:" in capsys.readouterr().err
+    assert main(["show"]) == 0
+    assert "FLASHTUNE_DISABLE=yes: the runtime uses none" in capsys.readouterr().out

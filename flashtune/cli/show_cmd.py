@@ -69,6 +69,7 @@ def run(args) -> int:
     from ..cache import TuneDB
     from ..cache.records import check_key
     from ..dispatch import RUNTIME
+    from ..dispatch.settings import as_set
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
     from ..gen import current_family_hash
 
@@ -85,8 +86,8 @@ def run(args) -> int:
         print(f"database: {where}")
         print(f"winners for {scope}: {len(winners)}")
         if RUNTIME.disabled and winners:
-            print("FLASHTUNE_DISABLE=1: the runtime uses none of them (softmax ops run torch's, "
-                  "attention its heuristic default)")
+            print(f"{as_set('FLASHTUNE_DISABLE')}: the runtime uses none of them (softmax ops "
+                  "run torch's, attention its heuristic default)")
         if not winners:
             return 0
         header = ["op", "dtype", "bucket", "median ms", "vs default", "trials", "config"]

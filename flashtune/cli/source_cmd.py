@@ -111,6 +111,7 @@ def run(args) -> int:
     plain = _plain_defaults(spec, regime)
     if args.dispatch:
         from ..dispatch import RUNTIME, attention_choice, choice
+        from ..dispatch.settings import as_set
 
         if RUNTIME.disabled:
             # FLASHTUNE_DISABLE=1: no tuned winner runs (the dispatcher's pick would name one)
@@ -118,7 +119,7 @@ def run(args) -> int:
             runs = ("the heuristic default config (the database is not read)"
                     if spec.family == "attention" else
                     "torch's op runs, no flashtune kernel; below: the heuristic default's source")
-            print(f"# dispatch: FLASHTUNE_DISABLE=1: {runs}", file=sys.stderr)
+            print(f"# dispatch: {as_set('FLASHTUNE_DISABLE')}: {runs}", file=sys.stderr)
         else:
             if spec.family == "attention":
                 picked = attention_choice(problem)

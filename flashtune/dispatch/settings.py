@@ -44,10 +44,18 @@ def env_flag(name: str, default: bool = False) -> bool:
         return False
     if value and (name, raw) not in _WARNED:
         _WARNED.add((name, raw))
-        warnings.warn(f"flashtune: {name}={raw!r} is ignored (expected 1/true/yes/on or "
-                      f"0/false/no/off); using the default, {'on' if default else 'off'}",
+        # No "flashtune:" prefix: the name says whose switch it is, and the CLI puts
+        # "flashtune <command>: warning:" before our warnings.
+        warnings.warn(f"{name}={raw!r} is ignored (expected 1/true/yes/on or 0/false/no/off); "
+                      f"using the default, {'on' if default else 'off'}",
                       DispatchWarning, stacklevel=2)
     return default
+
+
+def as_set(name: str) -> str:
+    """``NAME=value`` as the environment has it (for messages: a switch turned on with "yes"
+    is not reported as "=1")."""
+    return f"{name}={os.environ.get(name, '').strip()}"
 
 
 @dataclass(frozen=True)
