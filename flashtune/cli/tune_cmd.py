@@ -183,6 +183,7 @@ def _check_journal(journal: str | None) -> None:
         raise ValueError(f"--journal: {journal} is not a regular file; give a journal file path")
     if path.is_file():
         _check_journal_records(path, journal)
+        _check_journal_replays(journal)
     try:
         with open(path, "ab"):  # creates it, as Optuna would; an existing journal is kept as is
             pass
@@ -241,6 +242,21 @@ def _check_journal_records(path: Path, journal: str) -> None:
                   "run that stopped while writing it", file=sys.stderr)
     finally:
         lock.release()
+
+
+def _check_journal_replays(journal: str) -> None:
+    """Optuna replays a journal's records when it opens it: records that are JSON with an
+    op_code but that it cannot replay (a newer Optuna's op code, a record edited by hand) fail
+    there with its bare AssertionError ("Should not reach."), KeyError or ValueError, after the
+    set-up and naming no file. Opening it once here (journals are small) says so up front."""
+    from ..tuner.storage import make_storage
+
+    try:
+        make_storage(journal)
+    except Exception as err:  # noqa: BLE001 - whatever Optuna's replay raises
+        raise ValueError(f"--journal: {journal} holds records this Optuna cannot replay "
+                         f"({type(err).__name__}: {err}); give a new file path, or move it "
+                         "away") from None
 
 
 def _check_journal_url(url: str) -> None:
