@@ -19,7 +19,7 @@ from flashtune.tuner.study import TuneOptions, choose_winner, grid_order, tune_p
 from flashtune.tuner.timing import TimingOptions
 from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
 
-from tuner_planted import PlantedAdapter
+from tuner_planted import FlakyAdapter, PlantedAdapter
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
 
@@ -473,6 +473,23 @@ def test_chunk_twins_fit_the_problem_and_skip_regimes_without_a_chunk_loop():
             problem = SoftmaxProblem(*shape, "float32")
             for t in chunk_twins(op, problem):
                 assert problem_misfit(t, problem) is None
+
+
+def test_finalists_pass_the_gate_again_before_they_can_win():
+    """Defect: the gate checked a config once, at its trial; the re-timing of the finalists
+    (and trials read back from a journal, which may come from another shape of the bucket)
+    never checked again, so a kernel right only at its first launch could be stored."""
+    opts = TuneOptions(mode="grid", n_trials=5, top_k=5, retime_rounds=1)
+    result = tune_problem(PROBLEM, LocalRunner(FlakyAdapter(flaky_warps=(1, 2, 8, 16)), FAST),
+                          device="cpu", options=opts, candidates=five_configs())
+    assert all(m.ok for _, m in result.measured)  # every trial's single check passed
+    assert result.winner is not None and result.winner["num_warps"] == 4
+    refused = [m for c, m in result.finalists if c["num_warps"] != 4]
+    assert refused and all(m.error.startswith("wrong result") for m in refused)
+    # every finalist wrong at the re-check: no winner (not the trial times' fastest)
+    result = tune_problem(PROBLEM, LocalRunner(FlakyAdapter(flaky_warps=(1, 2, 4, 8, 16)), FAST),
+                          device="cpu", options=opts, candidates=five_configs())
+    assert result.winner is None and "correctness gate" in result.error
 
 
 class _SlowRetimeRunner(LocalRunner):

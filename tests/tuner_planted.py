@@ -33,6 +33,22 @@ class PlantedAdapter(SoftmaxAdapter):
             case.out.mul_(1.01)  # plausible but wrong: 1% off everywhere
 
 
+class FlakyAdapter(SoftmaxAdapter):
+    """Configs with the chosen ``num_warps`` are right at their first launch and wrong at every
+    later one (a race that the single check of a trial happens to miss)."""
+
+    def __init__(self, flaky_warps=()):
+        self.flaky_warps = tuple(flaky_warps)
+        self.launched: set[str] = set()
+
+    def launch(self, op, config, case):
+        super().launch(op, config, case)
+        key = repr(sorted(config.items()))
+        if config["num_warps"] in self.flaky_warps and key in self.launched:
+            case.out.mul_(1.01)
+        self.launched.add(key)
+
+
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 

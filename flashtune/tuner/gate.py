@@ -15,6 +15,14 @@ FACTOR = 1.1
 SLACK_ULPS = 2.0
 
 
+WRONG = "wrong result"  # how every refusal of Gate.check starts
+
+
+def is_wrong_result(error: str | None) -> bool:
+    """Whether a failed measurement's error is the gate's refusal of the output."""
+    return error is not None and error.startswith(WRONG)
+
+
 def _max_abs(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
 
@@ -38,14 +46,14 @@ class Gate:
     def check(self, out: torch.Tensor) -> str | None:
         """None if ``out`` passes, else why it fails (goes into the failed trial's error)."""
         if out.shape != self.ref.shape:
-            return f"wrong result: shape {tuple(out.shape)} != {tuple(self.ref.shape)}"
+            return f"{WRONG}: shape {tuple(out.shape)} != {tuple(self.ref.shape)}"
         out64 = out.to(torch.float64)
         if not torch.equal(torch.isnan(out64), self.nan):
-            return "wrong result: NaN positions differ from the float64 reference"
+            return f"{WRONG}: NaN positions differ from the float64 reference"
         if not torch.equal(torch.isinf(out64), self.inf) or not torch.equal(out64[self.inf], self.ref[self.inf]):
-            return "wrong result: infinite values differ from the float64 reference"
+            return f"{WRONG}: infinite values differ from the float64 reference"
         err = _max_abs(torch.where(self.finite, out64 - self.ref, 0.0))
         if err > self.bound:
-            return (f"wrong result: max abs error {err:.3g} > bound {self.bound:.3g} "
+            return (f"{WRONG}: max abs error {err:.3g} > bound {self.bound:.3g} "
                     f"(torch eager error {self.peer_err:.3g})")
         return None

@@ -6,7 +6,7 @@ sampler) starts from the heuristic defaults (``enqueue_trial``); each proposed c
 measured once (compile, correctness gate, timing) - a repeated proposal is answered from the
 memo; failures are recorded with their reason and told PRUNED so TPE avoids their region. Stops
 at the trial count, the time budget or when ``patience`` trials bring no gain. Then the top few
-are re-timed round-robin and, within the noise band of the fastest, the winner is the heuristic
+pass the gate again and are re-timed round-robin and, within the noise band of the fastest, the winner is the heuristic
 default if it is there, else picked by a fixed rule (fewest warps, then fewest stages, then
 smallest block, then canonical JSON), so re-tunes agree even when timings jitter.
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .families import family
+from .gate import is_wrong_result
 from .space import SearchSpace, canonical
 from .worker import Measurement, Task, WorkerError
 
@@ -445,7 +446,12 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
         return
     retimed = search.runner.retime(finalists, search.options.retime_rounds)
     pairs = list(zip(finalists, retimed))
-    if not any(m.ok for _, m in pairs):  # re-time failed (worker lost): fall back to trial times
-        pairs = [(c, search.memo[canonical(c)]) for c in finalists]
+    if not any(m.ok for _, m in pairs):
+        # Re-timing failed (the worker lost): fall back to the trial times, but never for a
+        # finalist whose output the re-timing's gate refused.
+        pairs = [(c, search.memo[canonical(c)]) for c, m in pairs if not is_wrong_result(m.error)]
+        if not pairs:
+            result.error = result.error or "no finalist passed the correctness gate again"
+            return
     result.winner, result.winner_ms = choose_winner(pairs, search.options.noise_band, defaults)
     result.finalists = pairs

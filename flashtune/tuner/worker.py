@@ -3,8 +3,8 @@
 ``LocalRunner`` does the work: ``setup(task)`` builds the problem's inputs, oracle and gate once
 (reused by every trial of that problem), ``measure(config)`` launches once (compiling on first
 use; a config is compiled once per process and Triton's disk cache keeps it across restarts),
-checks the output with the gate, then times it. ``retime(configs, rounds)`` times the finalists
-round-robin.
+checks the output with the gate, then times it. ``retime(configs, rounds)`` checks each
+finalist with the gate again, then times them round-robin.
 
 ``ProcessRunner`` runs a ``LocalRunner`` in a ``multiprocessing`` *spawn* child. A kernel that
 faults the CUDA context (illegal address: every later CUDA call fails) or kills the process, or a
@@ -126,25 +126,34 @@ class LocalRunner:
             warnings.simplefilter("ignore", RuntimeWarning)
             return self._measure(raw_config)
 
-    def _measure(self, raw_config: Mapping[str, Any]) -> Measurement:
-        from ..gen import validate_config
-
-        config = validate_config(self.task.op, raw_config)
-        run = self._launcher(config)
+    def _checked_run(self, run) -> tuple[float | None, Measurement | None]:
+        """One launch of ``run``, then the correctness gate on its output: (seconds the launch
+        took, None) if it passes, else (seconds or None, the failed Measurement)."""
         self.case.out.fill_(float("nan"))  # a kernel that writes nothing cannot pass the gate
         t0 = time.perf_counter()
         try:
             run()
             self._sync()
         except Exception as err:  # noqa: BLE001 - every launch failure is a failed trial
-            return Measurement.failed(_describe(err), fatal=self._context_broken())
+            return None, Measurement.failed(_describe(err), fatal=self._context_broken())
         first = time.perf_counter() - t0
         try:
             wrong = self.case.gate.check(self.case.out)
         except Exception as err:  # noqa: BLE001 - a fault surfaces at the gate's sync
-            return Measurement.failed(_describe(err), fatal=self._context_broken(), first_launch_s=first)
+            return first, Measurement.failed(_describe(err), fatal=self._context_broken(),
+                                             first_launch_s=first)
         if wrong:
-            return Measurement.failed(wrong, first_launch_s=first)
+            return first, Measurement.failed(wrong, first_launch_s=first)
+        return first, None
+
+    def _measure(self, raw_config: Mapping[str, Any]) -> Measurement:
+        from ..gen import validate_config
+
+        config = validate_config(self.task.op, raw_config)
+        run = self._launcher(config)
+        first, failed = self._checked_run(run)
+        if failed is not None:
+            return failed
         try:
             med, p20, p80 = bench(run, self.on_gpu, self.timing)
         except Exception as err:  # noqa: BLE001
@@ -152,7 +161,12 @@ class LocalRunner:
         return Measurement("ok", med, p20, p80, first_launch_s=first)
 
     def retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
-        """Time the finalists round-robin, the order rotated each round (no position bias)."""
+        """Time the finalists round-robin, the order rotated each round (no position bias).
+
+        Each finalist passes the correctness gate again first, on this run's problem: its
+        trial may come from a journal written for another shape of the same bucket (or by
+        another run), and a kernel that is right only some of the time should not be stored
+        on the strength of one check."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return self._retime(raw_configs, rounds)
@@ -163,6 +177,11 @@ class LocalRunner:
         runs = [self._launcher(validate_config(self.task.op, c)) for c in raw_configs]
         samples: list[list[tuple[float, float, float]]] = [[] for _ in runs]
         errors: list[str | None] = [None] * len(runs)
+        for i, run in enumerate(runs):
+            _, failed = self._checked_run(run)
+            if failed is not None and failed.fatal:
+                return [Measurement.failed(failed.error, fatal=True) for _ in runs]
+            errors[i] = failed.error if failed is not None else None
         n = len(runs)
         for r in range(rounds):
             for j in range(n):
