@@ -261,6 +261,30 @@ def test_hot_journal_is_named_as_such(hot_journal, capsys):
     assert [w.trials for w in read_runtime_winners(DEV, str(hot_journal))] == [1]
 
 
+def test_a_folder_in_place_of_the_wal_or_shm_file_is_named(tmp_path, capsys):
+    """Defect: a folder where SQLite keeps the database's -wal file (readers and writers fail)
+    or -shm file (writers fail) was reported as "its folder is missing or not writable", in a
+    folder anyone could write."""
+    from cli_helpers import run_cli
+
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db)
+    named = "where SQLite keeps a file of the database, is a folder"
+    (tmp_path / "tuned.sqlite-wal").mkdir()
+    winners, said = _runtime_twice(str(path))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0]  # the fallback
+    rc, _, err = run_cli(capsys, "show", "--db", str(path))
+    assert rc == 2
+    for message in (said[0], err):
+        assert f"tuned.sqlite-wal, {named}" in message and "not writable" not in message, message
+    (tmp_path / "tuned.sqlite-wal").rmdir()
+    (tmp_path / "tuned.sqlite-shm").mkdir()
+    with pytest.raises(CacheError, match=f"tuned.sqlite-shm, {named}"):
+        with TuneDB(str(path)) as db:
+            _store(db, median=0.5)
+
+
 def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
     """Python 3.10's sqlite3 errors carry no error name: the journal beside the file says it."""
     from flashtune.cache.engine import explain, resolve_url

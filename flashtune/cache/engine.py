@@ -377,7 +377,13 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
                 f"{shlex.quote(str(sqlite_file(url)))} 'PRAGMA quick_check'`, as a user who "
                 "may write its folder; do not delete the journal (the database would keep the "
                 "half-done write).")
-    if "unable to open database file" in lowered or "readonly" in lowered:
+    cannot_open = "unable to open database file" in lowered or "readonly" in lowered
+    blocker = _side_file_not_a_file(url) if cannot_open else None
+    if blocker is not None:
+        return (f"cannot open {where}: {blocker}, where SQLite keeps a file of the database, "
+                f"is {no_file_there(blocker)} ({text}). Move it away (SQLite makes the file "
+                f"again), or {other_database(given)}.")
+    if cannot_open:
         # Readers too: SQLite reads a WAL database only where it may make the -shm file
         # beside it (unless nobody at all can write there), so a team database in another
         # user's folder fails here for its readers.
@@ -386,6 +392,20 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
                 "cannot write, copy it, or carry its winners with `flashtune export` and "
                 "`flashtune import`).")
     return f"{where}: {type(err).__name__}: {text}"
+
+
+def _side_file_not_a_file(url: URL) -> Path | None:
+    """The database's ``-wal`` or ``-shm`` path where something other than a regular file
+    (a folder, say) sits, which SQLite cannot open; None if there is none. Its error says only
+    "unable to open database file", which read as a folder we may not write."""
+    path = sqlite_file(url)
+    if path is None:
+        return None
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if no_file_there(side) not in (None, "missing"):
+            return side
+    return None
 
 
 def _hot_journal(orig: BaseException, url: URL) -> Path | None:
