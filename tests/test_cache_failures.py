@@ -16,8 +16,8 @@ from sqlalchemy import text
 from flashtune.cache import CacheError, CacheWarning, TuneDB, read_runtime_winners
 from flashtune.cache import runtime as runtime_mod
 from flashtune.gen import render_variant
-from test_cache_support import (DEV, FAMILY, KEY, db_url, key_for, raw_engine,  # noqa: F401
-                                row_config, sqlite_url)
+from test_cache_support import (_NO_PG, DEV, FAMILY, KEY, PG_URL, db_url, key_for,  # noqa: F401
+                                raw_engine, row_config, sqlite_url)
 
 
 def _store(db, config=None, median=1.0, key=KEY):
@@ -468,3 +468,64 @@ def test_show_with_a_corrupt_db_names_the_db_option(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "show", "--db", str(path))
     assert rc == 2 and "not a readable SQLite database" in err
     assert "--db" in err and "FLASHTUNE_DB" not in err
+
+
+def test_postgres_lock_and_statement_waits_are_bounded():
+    """libpq waits forever for a lock another session holds (an admin's VACUUM FULL or ALTER
+    TABLE on our table): a model's first call would hang there, where the runtime should fall
+    back after its timeout. Only connect_timeout was set. (The server's side:
+    test_runtime_read_gives_up_on_a_locked_postgres_table.)"""
+    from sqlalchemy.engine import make_url
+
+    from flashtune.cache.engine import libpq_connect_args
+
+    url = make_url("postgresql+psycopg2://team@db.example/flashtune")
+    assert libpq_connect_args(url, 2.0) == {
+        "connect_timeout": 2, "options": "-c lock_timeout=2000 -c statement_timeout=4000"}
+    # options the URL gives come last (they win), and are not dropped by ours
+    given = make_url("postgresql+psycopg://team@db.example/flashtune"
+                     "?options=-c%20statement_timeout%3D9000")
+    assert libpq_connect_args(given, 30.0)["options"] == (
+        "-c lock_timeout=30000 -c statement_timeout=60000 -c statement_timeout=9000")
+    assert libpq_connect_args(make_url("postgresql+pg8000://team@db.example/f"), 2.0) == {}
+
+
+@pytest.mark.skipif(not PG_URL, reason=_NO_PG)
+def test_runtime_read_gives_up_on_a_locked_postgres_table(db_url):
+    """A session holding an ACCESS EXCLUSIVE lock on the winners table (VACUUM FULL, ALTER
+    TABLE) hung the runtime's read, and the model's first call with it, for as long as the
+    lock was held."""
+    import threading
+    import time
+
+    from sqlalchemy.engine import make_url
+
+    from flashtune.cache.models import WinnerRow
+    from flashtune.cache.runtime import RUNTIME_TIMEOUT_S
+
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a PostgreSQL lock")
+    import psycopg2
+
+    with TuneDB(db_url) as db:
+        _store(db)
+    url = make_url(db_url)
+    holder = psycopg2.connect(host=url.host, port=url.port, user=url.username,
+                              password=url.password, dbname=url.database,
+                              options=url.query["options"])
+    try:
+        holder.cursor().execute(f"LOCK TABLE {WinnerRow.__tablename__} IN ACCESS EXCLUSIVE MODE")
+        # Without a bound the reads would wait for good: let go after 30 s (a failure, not a
+        # hung test run).
+        release = threading.Timer(30.0, holder.rollback)
+        release.start()
+        t0 = time.monotonic()
+        winners, said = _runtime_twice(db_url)
+        waited = time.monotonic() - t0
+    finally:
+        release.cancel()
+        holder.rollback()
+        holder.close()
+    assert waited < 2 * RUNTIME_TIMEOUT_S + 10, f"two reads waited {waited:.1f} s"
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    assert "locked" in said[0] and "lock timeout" in said[0], said

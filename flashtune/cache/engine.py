@@ -174,11 +174,8 @@ def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
     try:
         if url.get_backend_name() == "sqlite":
             return _sqlite_engine(url, timeout, read_only)
-        connect_args: dict[str, Any] = {}
-        if url.get_driver_name() in ("psycopg2", "psycopg"):
-            # libpq's default is to wait forever for a silent server
-            connect_args["connect_timeout"] = max(1, min(int(timeout), MAX_CONNECT_S))
-        return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+        return create_engine(url, connect_args=libpq_connect_args(url, timeout),
+                             pool_pre_ping=True)
     except (ValueError, TypeError) as err:  # a URL parameter the dialect cannot take
         raise CacheError(f"{display(url)}: a parameter of the URL is invalid ({err})") from None
     except ImportError as err:
@@ -186,6 +183,28 @@ def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
         raise CacheError(f"{display(url)}: its database driver is not installed (no module "
                          f"{module!r}); install it (PostgreSQL: pip install psycopg2-binary and "
                          "use postgresql+psycopg2://...)") from None
+
+
+def libpq_connect_args(url: URL, timeout: float) -> dict[str, Any]:
+    """Connection arguments that bound every wait of a PostgreSQL database reached through
+    libpq (psycopg2, psycopg); {} for other drivers.
+
+    libpq's defaults wait forever: for a silent server (``connect_timeout``), and for a lock
+    another session holds (an admin's VACUUM FULL or ALTER TABLE on our table), which would
+    hang a model's first call. ``lock_timeout`` and ``statement_timeout`` end such a wait
+    after ``timeout`` seconds with an error, and the runtime falls back. Options the URL gives
+    (``?options=-c ...``) come after ours, so they win.
+    """
+    if url.get_driver_name() not in ("psycopg2", "psycopg"):
+        return {}
+    wait_ms = max(1, int(timeout * 1000))
+    # The statement's bound is the looser one, so that a wait for a lock says so (its error
+    # names the lock timeout) rather than the statement's.
+    options = f"-c lock_timeout={wait_ms} -c statement_timeout={2 * wait_ms}"
+    given = url.query.get("options")
+    if given:
+        options += " " + (given if isinstance(given, str) else " ".join(given))
+    return {"connect_timeout": max(1, min(int(timeout), MAX_CONNECT_S)), "options": options}
 
 
 def _sqlite_engine(url: URL, timeout: float, read_only: bool) -> Engine:
@@ -365,7 +384,7 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
     if "not a database" in lowered or "malformed" in lowered:
         return (f"{where} is not a readable SQLite database (corrupt, or another kind of "
                 f"file): {text}. Move it away or {other_database(given)}.")
-    if "locked" in lowered or "busy" in lowered:
+    if "locked" in lowered or "busy" in lowered or "lock timeout" in lowered:
         return (f"{where} is locked by another process (waited {timeout:g} s): {text}. "
                 "Retry when the other tuning run is done.")
     journal = _hot_journal(orig, url)
