@@ -342,3 +342,29 @@ def test_a_new_winner_database_and_its_wal_get_the_mode_a_plain_open_gives(tmp_p
     assert stat.S_IMODE(os.stat(db).st_mode) == mode
     with TuneDB(str(db), read_only=True) as reader:
         assert len(reader.winners()) == 1
+
+
+def test_interpreted_kernel_runs_its_rendered_source_after_linecache_is_cleared(tmp_path,
+                                                                                monkeypatch):
+    # Defect (audit): Triton's interpreter reads a kernel's source (through linecache) when it
+    # first runs it, not when @triton.jit wraps it at load. With linecache cleared in between
+    # (linecache.clearcache(), by the user or a tool), it read the file in the cache folder: an
+    # edited file ran as is, where the loader promises the rendered source runs, never the file.
+    import linecache
+
+    import torch
+
+    from flashtune.gen.loader import interpreter_mode
+
+    if not interpreter_mode():
+        pytest.skip("the interpreter reads sources lazily; a GPU @triton.jit reads at load")
+    variant, path = _variant(tmp_path, monkeypatch)
+    module = loader_mod.load(variant)
+    edited = variant.source.replace("y = p * (1.0 / d)[:, None]", "y = p * 0.0 + 42.0")
+    assert edited != variant.source
+    path.write_text(edited, encoding="utf-8")
+    linecache.clearcache()
+    x = torch.randn(3, 40)
+    y = torch.empty_like(x)
+    module.launch(x, y)
+    torch.testing.assert_close(y, torch.softmax(x, -1))

@@ -50,11 +50,16 @@ def _new_lock() -> None:
     _interpreter_lock = threading.RLock()
 
 
-def _one_launch_at_a_time(launch):
-    """``launch`` of an interpreted variant, run under _interpreter_lock."""
+def _one_launch_at_a_time(launch, filename: str, lines: tuple):
+    """``launch`` of an interpreted variant, run under _interpreter_lock, with the variant's
+    rendered source (``lines``, its linecache entry) put back in linecache first: the
+    interpreter reads a kernel's source when it first runs it, not when @triton.jit wraps it
+    (as a GPU does, in load), and with linecache cleared since (linecache.clearcache()) it
+    would read the file in the cache folder, edited or not, or find no source at all."""
     @functools.wraps(launch)
     def run(*args, **kwargs):
         with _interpreter_lock:
+            linecache.cache[filename] = lines
             return launch(*args, **kwargs)
     return run
 
@@ -231,8 +236,8 @@ def load(variant: RenderedVariant) -> ModuleType:
             # file's size and time, whatever its code); Triton's inspect.getsource reads it
             # from linecache (an entry without mtime is never re-read from disk).
             filename = str(path)
-            linecache.cache[filename] = (len(variant.source), None,
-                                         variant.source.splitlines(True), filename)
+            lines = (len(variant.source), None, variant.source.splitlines(True), filename)
+            linecache.cache[filename] = lines
             code = compile(variant.source, filename, "exec", dont_inherit=True)
             sys.modules[name] = module
             try:
@@ -242,7 +247,7 @@ def load(variant: RenderedVariant) -> ModuleType:
                     del sys.modules[name]
                 raise
             if key[2] and callable(getattr(module, "launch", None)):  # interpreted
-                module.launch = _one_launch_at_a_time(module.launch)
+                module.launch = _one_launch_at_a_time(module.launch, filename, lines)
             # A load inside this one (a signal handler's, see _lock) may have imported the
             # same variant meanwhile: one module per variant, the first one stored.
             module = _loaded.setdefault(key, module)
