@@ -441,3 +441,19 @@ def test_split_programs_beyond_the_grid_limit_are_a_misfit(regime):
     assert problem_misfit(config, fits) is None
     too_many = SoftmaxProblem(2**29, 4000, "float16")
     assert "grid limit" in problem_misfit(config, too_many)
+
+
+@pytest.mark.parametrize("op", ["softmax", "softmax_backward"])
+@pytest.mark.parametrize("regime, rows_each", [("online", 1), ("row", 1), ("row", 4)])
+def test_row_and_online_programs_beyond_the_grid_limit_are_a_misfit(op, regime, rows_each):
+    """The online regime launches a program per row, the row regime one per rows_per_program
+    rows: past 2**31 - 1 programs (a 12 GiB fp16 tensor of 3 columns) a tuned winner said it
+    fit and the launch would fail on the GPU. The default (many rows per program) still fits."""
+    space = OPS[op].space
+    config = space.validate(dict(space.complete({}), regime=regime, block=16, num_warps=1,
+                                 rows_per_program=rows_each, num_stages=1))
+    limit = 2**31 - 1
+    assert problem_misfit(config, SoftmaxProblem(limit * rows_each, 3, "float16")) is None
+    too_many = SoftmaxProblem(limit * rows_each + 1, 3, "float16")
+    assert "grid limit" in problem_misfit(config, too_many)
+    assert problem_misfit(default_config(op, too_many), too_many) is None

@@ -33,7 +33,7 @@ MAX_FUSED_SPLITS = 32  # fused split: one launch needs splits <= SMs / 4 (33 on 
 # on GPUs of 128 SMs or more up to this many splits per program per SM.
 PERSISTENT_SPLITS_PER_PROGRAM = 64
 PROGRAMS_PER_SM = (0, 2, 4, 8)  # persistent fused split (0: one program per segment)
-MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (the split and coop regimes: rows x splits)
+MAX_PROGRAMS = 2**31 - 1  # a launch grid's first axis (rows x splits; rows / rows per program)
 # Column offsets are int32 in the kernels: a row's offsets, plus a tile past its end and the
 # split regimes' rounding of segments (splits x block <= 2**22), must stay below 2**31.
 MAX_COLS = 2**31 - 2**23
@@ -284,6 +284,12 @@ def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
     if config["regime"] in SPLITTING_REGIMES and problem.n_rows * config["splits"] > MAX_PROGRAMS:
         return (f"{config['regime']} regime: {problem.n_rows} rows x {config['splits']} splits "
                 f"programs exceed the grid limit of {MAX_PROGRAMS}")
+    # One program per row (online) or per rows_per_program rows (row): past the grid limit
+    # the launch fails on the GPU.
+    rows_each = config["rows_per_program"] if config["regime"] == "row" else 1
+    if config["regime"] in ("row", "online") and _cdiv(problem.n_rows, rows_each) > MAX_PROGRAMS:
+        return (f"{config['regime']} regime: {_cdiv(problem.n_rows, rows_each)} programs (one "
+                f"per {rows_each} row(s)) exceed the grid limit of {MAX_PROGRAMS}")
     if config["regime"] == "coop" and _cdiv(problem.n_cols, config["splits"]) > config["block"]:
         return (f"coop regime with {config['splits']} segments of block {config['block']} "
                 f"cannot hold {problem.n_cols} columns")
