@@ -45,7 +45,8 @@ def test_failing_peers_are_recorded_not_raised():
              Impl("broken", _plain(lambda t: 1 / 0)),
              Impl("absent", _unavailable),
              Impl("wrong", _plain(lambda t: torch.softmax(t, -1) * 1.01)),
-             Impl("late", _plain(lambda t: torch.softmax(t, -1)))]
+             Impl("late", _plain(lambda t: torch.softmax(t, -1))),
+             Impl("good", _plain(lambda t: torch.softmax(t, -1)))]
     rows = run_case(impls, x, CPU, SoftmaxCheck(x), lambda ms: {"gbs": 1.0 / ms},
                     {"op": "softmax", "shape": "8x32", "dtype": "float32"},
                     {"late": "budget"})
@@ -55,8 +56,44 @@ def test_failing_peers_are_recorded_not_raised():
     assert by["absent"]["status"] == "unavailable" and by["absent"]["error"] == "not on this machine"
     assert by["wrong"]["status"] == "ok" and not by["wrong"]["check"]["ok"]
     assert by["late"]["status"] == "skipped"
-    assert set(by[FLASHTUNE]["speedup"]) == {"wrong"}  # ratios only against timed peers
+    # ratios only against timed peers whose output passed its check
+    assert set(by[FLASHTUNE]["speedup"]) == {"good"}
     assert all(r["shape"] == "8x32" for r in rows)
+
+
+def _wrong_case(ours_ok: bool, peer_ok: bool) -> list[dict]:
+    """One softmax case as the bench writes it: flashtune and torch.softmax timed, with the
+    verdicts given (rows as a result written before the fix holds them: speedup included)."""
+    base = {"op": "softmax", "shape": "8x32", "rows": 8, "cols": 32, "dtype": "float32",
+            "mib": 0.001}
+    ours = dict(base, impl=FLASHTUNE, status="ok", ms=1.0, gbs=2.0, frac_copy=0.5,
+                check={"ok": ours_ok, "detail": "planted"}, speedup={"torch.softmax": 3.0})
+    peer = dict(base, impl="torch.softmax", status="ok", ms=3.0, gbs=0.7, frac_copy=0.2,
+                check={"ok": peer_ok, "detail": "planted"})
+    return [ours, peer]
+
+
+@pytest.mark.parametrize("ours_ok, peer_ok", [(False, True), (True, False)])
+def test_no_ratio_for_or_against_an_output_that_failed_its_check(ours_ok, peer_ok):
+    """Defect: add_speedups gave flashtune a ratio against every timed peer, checked or not, so
+    a wrong (e.g. too fast) flashtune kernel was reported as "x 3.00" faster than torch, and a
+    peer with a wrong output (the online-1024 fp32 rows of the H200 runs) got a ratio too; the
+    report and the summary printed those ratios. A ratio compares two correct outputs only."""
+    from flashtune.bench.cases import add_speedups
+    from flashtune.bench.report import markdown, summary
+
+    rows = _wrong_case(ours_ok, peer_ok)
+    for row in rows:
+        row.pop("speedup", None)
+    add_speedups(rows)
+    assert not rows[0].get("speedup"), rows[0]
+    # A result written before the fix still holds the ratio: the report does not show it.
+    result = {"meta": {}, "softmax": _wrong_case(ours_ok, peer_ok), "backward": [],
+              "attention": []}
+    assert "3.00" not in summary(result), summary(result)
+    table = [line for line in markdown(result, []).splitlines() if line.startswith("| 8x32")]
+    assert len(table) == 1 and "3.00" not in table[0], table
+    assert "(wrong!)" in table[0]
 
 
 def test_budget_phases_run_then_lean_then_skip():

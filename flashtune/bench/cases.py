@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .peers import FLASHTUNE, Impl, Unavailable, quiet_warnings, sdpa_unavailable
-from .report import fmt
+from .report import fmt, passed
 from .timing import Timer
 
 MAX_TEXT = 400
@@ -63,12 +63,15 @@ def skipped_case(impls: list[Impl], base: dict, reason: str, status: str = "skip
 
 
 def add_speedups(rows: list[dict]) -> None:
-    """flashtune's row gets ``speedup[peer] = peer ms / flashtune ms`` (> 1: flashtune faster)."""
+    """flashtune's row gets ``speedup[peer] = peer ms / flashtune ms`` (> 1: flashtune faster).
+
+    Only between outputs that passed their check: a wrong kernel's time is no result, so a
+    wrong flashtune output gets no ratio at all, and a wrong peer's output none against it."""
     ours = next((r for r in rows if r["impl"] == FLASHTUNE), None)
-    if ours is None or ours.get("status") != "ok":
+    if ours is None or not passed(ours):
         return
     ours["speedup"] = {r["impl"]: r["ms"] / ours["ms"] for r in rows
-                      if r["impl"] != FLASHTUNE and r.get("status") == "ok"}
+                      if r["impl"] != FLASHTUNE and passed(r)}
 
 
 def _release_memory(timer: Timer) -> None:

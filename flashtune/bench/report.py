@@ -97,9 +97,17 @@ def _cell(row: dict | None, key: str) -> str:
     return fmt(row.get(key)) + mark
 
 
-def _ratio(ours: dict | None, peer: str) -> str:
+def passed(row: dict | None) -> bool:
+    """Timed, and its output passed the correctness check (what _cell shows unmarked)."""
+    return row is not None and row.get("status") == "ok" and row.get("check", {}).get("ok", True)
+
+
+def _ratio(case: dict[str, dict], peer: str) -> str:
+    """flashtune's speedup over ``peer`` in this case; "-" without one, or where either output
+    failed its check (a result written before add_speedups left those out may hold one)."""
+    ours = case.get(FLASHTUNE)
     value = (ours or {}).get("speedup", {}).get(peer)
-    if value is None:
+    if value is None or not (passed(ours) and passed(case.get(peer))):
         return "-"
     return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
@@ -135,7 +143,7 @@ def _gbs_table(rows: list[dict], peers: tuple[str, ...], op_column: bool) -> lis
                  "-" if mib is None else f"{mib:.1f}", _cell(ours, "gbs"),
                  "-" if frac is None else f"{100 * frac:.0f}%",
                  *(_cell(case.get(p), "gbs") for p in peers),
-                 *(_ratio(ours, p) for p in peers), _dispatch(ours)]
+                 *(_ratio(case, p) for p in peers), _dispatch(ours)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -159,7 +167,7 @@ def attention_table(result: dict) -> list[str]:
         f = next(iter(case.values()))
         cells = [f"{f['B']},{f['H']},{f['N']},{f['D']}", f["dtype"], str(int(f["causal"])),
                  _cell(ours, "tflops"), *(_cell(case.get(p), "tflops") for p in ATTENTION_PEERS),
-                 *(_ratio(ours, p) for p in ATTENTION_PEERS), _dispatch(ours)]
+                 *(_ratio(case, p) for p in ATTENTION_PEERS), _dispatch(ours)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -277,7 +285,7 @@ def summary(result: dict) -> str:
             name = f"{f['shape']} {f['dtype']}" + (" causal" if f.get("causal") else "")
             if section == "backward":
                 name = f"{f['op'].replace('_backward', '')} {name}"
-            ratios = " ".join(f"{'x ' + _ratio(ours, p):>14s}" if _ratio(ours, p) != "-"
+            ratios = " ".join(f"{'x ' + _ratio(case, p):>14s}" if _ratio(case, p) != "-"
                               else f"{_cell(case.get(p), key):>14s}" for p in peers)
             lines.append(f"  {name:40s} {_cell(ours, key):>10s} {ratios}")
     return "\n".join(lines)
