@@ -300,3 +300,18 @@ def test_backward_and_overhead_under_flashtune_disable_say_torch_ran(monkeypatch
         monkeypatch.undo()
         dispatch.reset()
     assert dispatch_info("softmax_backward", 4, 128, "float16", "cpu")["config"]["regime"] == "row"
+
+
+def test_plots_leave_out_outputs_that_failed_their_check():
+    """Defect: the plots drew every timed row, so a wrong (and maybe fast) kernel's GB/s or
+    TFLOP/s was plotted next to the peers' with nothing saying it was wrong; the table marks
+    it "(wrong!)" and the plots now leave it out."""
+    from flashtune.bench.plots import _series
+    from flashtune.bench.report import group_cases
+
+    cases = group_cases(_wrong_case(ours_ok=False, peer_ok=True))
+    assert _series(cases, FLASHTUNE, "cols", "gbs") == ([], [])
+    assert _series(cases, "torch.softmax", "cols", "gbs") == ([32], [0.7])
+    cases = group_cases(_wrong_case(ours_ok=True, peer_ok=False))
+    assert _series(cases, FLASHTUNE, "cols", "gbs") == ([32], [2.0])
+    assert _series(cases, "torch.softmax", "cols", "gbs") == ([], [])
