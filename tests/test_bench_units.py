@@ -315,3 +315,27 @@ def test_plots_leave_out_outputs_that_failed_their_check():
     cases = group_cases(_wrong_case(ours_ok=True, peer_ok=False))
     assert _series(cases, FLASHTUNE, "cols", "gbs") == ([32], [2.0])
     assert _series(cases, "torch.softmax", "cols", "gbs") == ([], [])
+
+
+def test_the_output_of_the_timed_path_is_checked_too():
+    """Defect: only the first call's output was checked, then the following calls were timed;
+    flashtune's dispatcher launches through Triton the first time and through its fast launch
+    path (flashtune.dispatch.fast_launch) from the second call on, so a wrong fast path would
+    have been timed and reported as a correct kernel. A call made after the timing is checked
+    as well."""
+    x = torch.randn(8, 32, dtype=torch.float32)
+    calls = [0]
+
+    def right_once(t):
+        calls[0] += 1
+        return torch.softmax(t, -1) * (1.0 if calls[0] == 1 else 1.01)
+
+    impls = [Impl(FLASHTUNE, _plain(right_once)),
+             Impl("torch.softmax", _plain(lambda t: torch.softmax(t, -1)))]
+    rows = run_case(impls, x, CPU, SoftmaxCheck(x), lambda ms: {"gbs": 1.0 / ms},
+                    {"op": "softmax", "shape": "8x32", "dtype": "float32"}, {})
+    ours = rows[0]
+    assert ours["status"] == "ok" and not ours["check"]["ok"], ours["check"]
+    assert "after" in ours["check"]["detail"]
+    assert not ours.get("speedup")
+    assert rows[1]["check"]["ok"]

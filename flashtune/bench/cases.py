@@ -26,11 +26,16 @@ def run_impl(impl: Impl, inputs, timer: Timer, check: Callable, metric: Callable
         try:
             fn, context = impl.prepare(inputs)
             with context():
-                out = fn()
-                timer.sync()
-                row["check"] = check(out)
-                del out
+                row["check"] = _checked_call(fn, timer, check)
                 ms, p20, p80 = timer.measure(fn)
+                # The timed calls may run another path than the first one (flashtune's
+                # dispatcher launches through its fast path from the second call on): the
+                # output of a call after them must pass as well.
+                if row["check"]["ok"]:
+                    after = _checked_call(fn, timer, check)
+                    if not after["ok"]:
+                        after["detail"] = f"output of a call after the timed ones: {after['detail']}"
+                        row["check"] = after
             row.update(status="ok", ms=ms, p20_ms=p20, p80_ms=p80, **metric(ms))
         except Unavailable as err:
             row.update(status="unavailable", error=str(err)[:MAX_TEXT])
@@ -42,6 +47,12 @@ def run_impl(impl: Impl, inputs, timer: Timer, check: Callable, metric: Callable
     if notes:
         row["warnings"] = notes[:5]
     return row
+
+
+def _checked_call(fn: Callable, timer: Timer, check: Callable) -> dict:
+    out = fn()
+    timer.sync()
+    return check(out)
 
 
 def run_case(impls: list[Impl], inputs, timer: Timer, check: Callable, metric: Callable,
