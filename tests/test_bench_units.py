@@ -339,3 +339,22 @@ def test_the_output_of_the_timed_path_is_checked_too():
     assert "after" in ours["check"]["detail"]
     assert not ours.get("speedup")
     assert rows[1]["check"]["ok"]
+
+
+def test_attention_tflops_counts_the_pairs_a_bottom_right_causal_mask_leaves():
+    """x 0.5 of Nq * Nk is the convention for Nq = Nk only: with the bottom-right mask flashtune
+    runs, a decode step (Nq = 1) sees every key, and Nq = 2 Nk leaves a triangle of Nk^2 / 2."""
+    from flashtune.bench.attention import tflops
+
+    # Nq = Nk: the usual numbers, unchanged (4 B H N^2 D, x 0.5 causal)
+    assert tflops(2, 3, 128, 64, False, 1.0) == pytest.approx(4 * 2 * 3 * 128 * 128 * 64 / 1e9)
+    assert tflops(2, 3, 128, 64, True, 1.0) == pytest.approx(0.5 * tflops(2, 3, 128, 64, False, 1.0))
+    assert tflops(1, 1, 128, 64, True, 1.0, n_k=128) == tflops(1, 1, 128, 64, True, 1.0)
+    full = tflops(1, 1, 1, 64, False, 1.0, n_k=4096)
+    assert tflops(1, 1, 1, 64, True, 1.0, n_k=4096) == pytest.approx(full, rel=1e-3)
+    # Nq = 2 Nk: the first Nk queries see no key, the last Nk a triangle
+    assert tflops(1, 1, 256, 64, True, 1.0, n_k=128) == pytest.approx(
+        4 * 128 * 128 / 2 * 64 / 1e9)
+    # Nq = Nk / 2: each query sees the Nk / 2 keys before the diagonal plus the triangle
+    assert tflops(1, 1, 128, 64, True, 1.0, n_k=256) == pytest.approx(
+        4 * (128 * 256 - 128 * 128 / 2) * 64 / 1e9)

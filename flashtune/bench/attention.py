@@ -1,6 +1,6 @@
 """Attention forward cases: flashtune.attention next to SDPA (each backend forced) and FlexAttention.
 
-TFLOP/s = 4 * B * H * N * N * D / median time, x 0.5 for causal.
+TFLOP/s = 4 * B * H * N * N * D / median time, x 0.5 for causal (see ``tflops`` for Nq != Nk).
 """
 
 from __future__ import annotations
@@ -16,9 +16,29 @@ from .timing import Timer
 COMPILED_PEERS = ("flex",)
 
 
-def tflops(batch: int, heads: int, n: int, d: int, causal: bool, ms: float) -> float:
-    flops = 4 * batch * heads * n * n * d * (0.5 if causal else 1.0)
-    return flops / (ms * 1e-3) / 1e12
+def causal_pairs(n_q: int, n_k: int) -> float:
+    """(query, key) pairs a bottom-right causal mask leaves, by the x 0.5 convention.
+
+    Key c is seen by query r when c <= r + Nk - Nq. Nq <= Nk: every query sees the Nk - Nq
+    keys before its diagonal plus a triangle, Nq * Nk - Nq^2 / 2; Nq > Nk: the first Nq - Nk
+    queries see nothing, the last Nk a triangle, Nk^2 / 2. As in the usual x 0.5 for Nq = Nk
+    (FlashAttention's and Triton's tutorial benchmarks), the diagonal's half (N / 2 pairs) is not
+    counted. A plain 0.5 * Nq * Nk would be wrong both ways: half the work of a decode step
+    (Nq = 1 sees all Nk keys), twice that of Nq = 2 Nk.
+    """
+    if n_q <= n_k:
+        return n_q * n_k - n_q * n_q / 2
+    return n_k * n_k / 2
+
+
+def tflops(batch: int, heads: int, n: int, d: int, causal: bool, ms: float,
+           n_k: int | None = None) -> float:
+    """4 * B * H * (pairs) * D / time: QK^T and PV are 2 * D flops per pair each. ``n`` is Nq;
+    ``n_k`` (default Nq) the key length. With GQA/MQA the FLOPs follow the query heads H (each
+    query head does its own QK^T and PV); the k/v heads only change the bytes read."""
+    n_k = n if n_k is None else n_k
+    pairs = causal_pairs(n, n_k) if causal else n * n_k
+    return 4 * batch * heads * pairs * d / (ms * 1e-3) / 1e12
 
 
 def _config_info(q, k, v, causal: bool) -> dict:
