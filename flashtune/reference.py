@@ -68,6 +68,10 @@ def check_accuracy(out: torch.Tensor, ref: torch.Tensor, peer: torch.Tensor,
     """
     if out.shape != ref.shape:
         return Accuracy(False, float("inf"), 0.0, 0.0, f"shape {tuple(out.shape)} != {tuple(ref.shape)}")
+    if out.dtype != peer.dtype:
+        # An output in a wider dtype would pass the error bound of the narrower one.
+        return Accuracy(False, float("inf"), 0.0, 0.0,
+                        f"dtype {out.dtype} != {peer.dtype} (torch's result)")
     # On out's device: large GPU checks stay on the GPU (moving 1e8+ elements to the CPU is slow).
     out64, ref64, peer64 = (t.detach().to(out.device, torch.float64) for t in (out, ref, peer))
     finite = torch.isfinite(ref64)

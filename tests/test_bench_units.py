@@ -358,3 +358,16 @@ def test_attention_tflops_counts_the_pairs_a_bottom_right_causal_mask_leaves():
     # Nq = Nk / 2: each query sees the Nk / 2 keys before the diagonal plus the triangle
     assert tflops(1, 1, 128, 64, True, 1.0, n_k=256) == pytest.approx(
         4 * (128 * 256 - 128 * 128 / 2) * 64 / 1e9)
+
+
+def test_an_output_in_another_dtype_fails_its_check():
+    """check_accuracy compared values only: a float32 result for float16 input passed (its
+    error is below the float16 bound), so a kernel writing the wrong dtype would be reported
+    as correct."""
+    from flashtune.reference import check_accuracy, softmax_ref
+
+    x16 = torch.randn(8, 64).to(torch.float16)
+    assert SoftmaxCheck(x16)(torch.softmax(x16, -1))["ok"]
+    assert not SoftmaxCheck(x16)(torch.softmax(x16.float(), -1))["ok"]
+    acc = check_accuracy(torch.softmax(x16.float(), -1), softmax_ref(x16, -1), torch.softmax(x16, -1))
+    assert not acc.ok and "dtype" in acc.reason
