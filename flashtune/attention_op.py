@@ -265,7 +265,8 @@ def _plan_key(q, k, v, causal, scale, return_lse):
             # the launcher passes on as a valid pointer: the op's ZeroTensor fallback fills it
             and not (q._is_zerotensor() or k._is_zerotensor() or v._is_zerotensor())
             and type(causal) is bool and type(return_lse) is bool
-            and (scale is None or type(scale) is float)
+            # int as well: scale=1 is as common as 1.0 (equal values share a plan, rightly)
+            and (scale is None or type(scale) is float or type(scale) is int)
             and _chooser is _dispatch.choose
             and not _dispatch_modes()
             and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))

@@ -59,6 +59,19 @@ def test_a_repeated_call_runs_its_plan_with_the_same_result(monkeypatch, return_
     torch.testing.assert_close(out.double(), _reference(q2, k2, v2, True), rtol=0, atol=2e-3)
 
 
+def test_an_int_scale_runs_a_plan_too(monkeypatch):
+    """scale=1 (an int) never got a plan: every such call took the registered op's full path
+    (about 220 us of host time against 37 us on an H100)."""
+    q, k, v = _qkv()
+    first = flashtune.attention(q, k, v, scale=1)
+    assert len(attention_op._PLANS) == 1
+    _refuse_full_path(monkeypatch)
+    torch.testing.assert_close(flashtune.attention(q, k, v, scale=1), first, rtol=0, atol=0)
+    torch.testing.assert_close(flashtune.attention(q, k, v, scale=1.0), first, rtol=0, atol=0)
+    with pytest.raises(AssertionError, match="full path"):  # another value: not this plan
+        flashtune.attention(q, k, v, scale=2)
+
+
 def test_a_plan_never_skips_a_check_that_would_fail(monkeypatch):
     """The key holds dtypes, devices, shapes, strides, flags and pointer alignment: a call that
     differs in any of them takes the full path, with its checks."""
