@@ -75,6 +75,17 @@ def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, cap
     assert not db.exists()
 
 
+def test_tune_with_no_problem_for_the_ops_and_dtypes_is_an_error_line(tmp_path, capsys):
+    # Defect: `--ops attention_fwd --dtypes float32` (attention has no float32 problems)
+    # exited 2 with "flashtune tune: no problems: ...", not the "flashtune tune: error: ..."
+    # form that the README promises for every exit status 2.
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--ops", "attention_fwd",
+                         "--dtypes", "float32", "--db", str(db))
+    _one_line_error(rc, err, "tune", "no problems", "attention_fwd", "float32")
+    assert not db.exists()
+
+
 def test_tune_stopped_by_another_check_leaves_no_journal_file(tmp_path, capsys, monkeypatch):
     # Defect: the --journal write check created the journal first, so a run stopped by a later
     # check (here no GPU without --interpret) left an empty journal file behind.

@@ -328,9 +328,9 @@ def run(args) -> int:
         ops = args.ops if args.ops is not None else ("softmax" if interpret else "softmax,attention_fwd")
         problems = P.default_problems(P.parse_ops(ops), dtypes, interpret=interpret)
         if not problems:
-            print(f"flashtune tune: no problems: the ops {ops} take none of the dtypes "
-                  f"{','.join(dtypes)}", file=sys.stderr)
-            return 2
+            # main() reports it as "flashtune tune: error: ..." with exit status 2
+            raise ValueError(f"no problems: the ops {ops} take none of the dtypes "
+                             f"{','.join(dtypes)}")
     options = _options(args, interpret)
 
     from ..tuner.session import NoDeviceError, pick_device
