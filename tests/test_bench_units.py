@@ -220,6 +220,9 @@ def test_no_gpu_is_said_before_out_is_made(tmp_path, monkeypatch, capsys):
     assert main(["bench", "--out", str(out), "--no-overhead"]) == 2
     err = capsys.readouterr().err
     assert "needs a CUDA GPU" in err and "--interpret" in err and "Traceback" not in err
+    # the command is named once, by the CLI's prefix (it said "flashtune bench: error:
+    # flashtune bench needs a CUDA GPU")
+    assert err.count("flashtune bench") == 1, err
     assert not (tmp_path / "benchmarks").exists()
 
 

@@ -99,6 +99,20 @@ def test_tune_stopped_by_another_check_leaves_no_journal_file(tmp_path, capsys, 
     assert not journal.exists() and not db.exists()
 
 
+def test_tune_without_a_gpu_names_the_command_once(tmp_path, capsys, monkeypatch):
+    # Defect: the README quickstart's `flashtune tune` on a machine without a GPU said
+    # "flashtune tune: flashtune tune needs a CUDA GPU ..." (the CLI's prefix and the
+    # message's own).
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rc, _, err = run_cli(capsys, "tune", "--db", str(tmp_path / "t.sqlite"))
+    assert rc == 1 and err.count("flashtune tune") == 2, err  # the prefix, and the --interpret hint
+    assert err.startswith("flashtune tune: ") and "needs a CUDA GPU" in err, err
+    assert "run: flashtune tune --interpret" in err, err
+
+
 def test_tune_journal_check_keeps_an_existing_journal(tmp_path):
     from flashtune.cli.tune_cmd import _check_journal
 

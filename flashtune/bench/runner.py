@@ -68,7 +68,7 @@ def check_gpu(interpret: bool) -> None:
     import torch
 
     if not interpret and not torch.cuda.is_available():
-        raise ValueError("flashtune bench needs a CUDA GPU; use --interpret for the CPU smoke run")
+        raise ValueError("benchmarking needs a CUDA GPU; use --interpret for the CPU smoke run")
 
 
 def git_state() -> tuple[str | None, bool | None]:

@@ -59,7 +59,7 @@ def pick_device(interpret: bool | None = None) -> str:
 
     if not torch.cuda.is_available():
         raise NoDeviceError(
-            "flashtune tune needs a CUDA GPU (none is visible to torch). To try the pipeline on "
+            "tuning needs a CUDA GPU (none is visible to torch). To try the pipeline on "
             "the CPU with tiny problems, run: flashtune tune --interpret")
     return f"cuda:{torch.cuda.current_device()}"
 
