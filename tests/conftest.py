@@ -20,8 +20,10 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _session_dir = tempfile.mkdtemp(prefix="flashtune-tests-")
-os.environ.setdefault("FLASHTUNE_CACHE_DIR", os.path.join(_session_dir, "cache"))
-os.environ.setdefault("FLASHTUNE_DB", "sqlite:///" + os.path.join(_session_dir, "tuned.sqlite"))
+# Set, not setdefault: a user's own FLASHTUNE_CACHE_DIR / FLASHTUNE_DB (a team database) must
+# not receive the suite's kernel files, nor feed their winners to tests that expect an empty one.
+os.environ["FLASHTUNE_CACHE_DIR"] = os.path.join(_session_dir, "cache")
+os.environ["FLASHTUNE_DB"] = "sqlite:///" + os.path.join(_session_dir, "tuned.sqlite")
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 

@@ -80,3 +80,24 @@ def test_triton_interpret_is_read_as_triton_reads_it(monkeypatch, capsys, value,
     finally:
         monkeypatch.undo()
         dispatch.reset()
+
+
+def test_the_suite_keeps_off_the_users_cache_folder_and_database(tmp_path):
+    # Defect: conftest set its private FLASHTUNE_CACHE_DIR and FLASHTUNE_DB with setdefault, so
+    # a user who had them set (a team database, as the README suggests) and ran the README's
+    # `python -m pytest` had the suite write kernel files into their cache folder and read
+    # (tests without fresh_db) their winners; conftest says the user's cache is never touched.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    user_cache, user_db = tmp_path / "user-cache", tmp_path / "user.sqlite"
+    env = dict(os.environ, FLASHTUNE_CACHE_DIR=str(user_cache),
+               FLASHTUNE_DB=f"sqlite:///{user_db}",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_ops.py::test_result_layout_matches_fake"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not user_cache.exists() and not user_db.exists()
