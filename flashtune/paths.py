@@ -2,8 +2,8 @@
 
 - Generated kernel source: ``$FLASHTUNE_CACHE_DIR/kernels`` (default: the platformdirs user
   cache folder, e.g. ``~/.cache/flashtune/kernels`` on Linux).
-- The tuned-winner database: ``$FLASHTUNE_DB`` (any SQLAlchemy URL), else an SQLite file in
-  the same cache folder.
+- The tuned-winner database: ``$FLASHTUNE_DB`` (an SQLite file path or URL, or a PostgreSQL
+  URL; other backends are refused), else ``tuned.sqlite`` in the same cache folder.
 """
 
 from __future__ import annotations
