@@ -42,12 +42,14 @@ from .dispatch.call_state import jit_tracing as _jit_tracing
 from .dispatch.call_state import single_vmap as _single_vmap
 from .dispatch.runtime import ACCEPTED_DTYPES as _ACCEPTED_DTYPES
 from .dispatch.runtime import RUNTIME as _R
+from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
+_OutOfMemoryError = torch.OutOfMemoryError
 # nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
 _Parameter = torch.nn.Parameter
 _dtype = torch.dtype
@@ -99,7 +101,12 @@ def softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
     ``x``: the former name of ``input`` (pass it by keyword)."""
     plan = _hot_plan(_SOFTMAX_PLANS, input, dim, dtype)
     if plan is not None and x is _NO_X:
-        return plan(input)
+        try:
+            return plan(input)
+        except _OutOfMemoryError:
+            raise  # the device is full: no config would help
+        except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
+            _plan_failed(_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, False, dtype, x)
 
 
@@ -111,8 +118,14 @@ def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
     dtype). ``x``: the former name of ``input`` (pass it by keyword)."""
     plan = _hot_plan(_LOG_SOFTMAX_PLANS, input, dim, dtype)
     if plan is not None and x is _NO_X:
-        return plan(input)
+        try:
+            return plan(input)
+        except _OutOfMemoryError:
+            raise  # the device is full: no config would help
+        except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
+            _plan_failed(_LOG_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, True, dtype, x)
+
 
 
 def _hot_plan(plans, x, dim, dtype):
@@ -127,7 +140,7 @@ def _hot_plan(plans, x, dim, dtype):
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
             and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
         try:
-            key = (x.shape, x.stride(), x.dtype, x.device, dim)
+            key = _plan_key(x, dim)
         except RuntimeError:
             # Sparse compressed (CSR/CSC/BSR/BSC) and nested tensors have no strides (nested:
             # no sizes either); _call rejects them with a TypeError naming the layout. The try
@@ -135,6 +148,11 @@ def _hot_plan(plans, x, dim, dtype):
             return None
         return plans.get(key)
     return None
+
+
+def _plan_key(x, dim):
+    """What a softmax plan is stored under (with RUNTIME.forward's keys, dim as given)."""
+    return (x.shape, x.stride(), x.dtype, x.device, dim)
 
 
 def _input_argument(input, x, log: bool):

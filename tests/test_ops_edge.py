@@ -132,3 +132,41 @@ def test_a_fourth_positional_argument_is_refused_like_torch(ours, theirs, device
         ours(x, -1, None)
     with pytest.raises(TypeError, match="missing required argument 'input'"):
         ours(x=None)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_a_stored_plan_that_fails_gives_way_to_the_full_path(log, device):
+    """A plan's kernel can fail on a later call of the same layout (another pointer alignment
+    compiles a new specialization inside the plan): that reached the user's model, where the
+    full path falls back from a failing tuned config and says so."""
+    from flashtune.dispatch import reset
+    from flashtune.dispatch.runtime import RUNTIME
+
+    op, ref = (flashtune.log_softmax, torch.log_softmax) if log else (flashtune.softmax, torch.softmax)
+    reset()
+    x = torch.randn(6, 40, device=device)
+    op(x)
+    plans = RUNTIME.plans["log_softmax" if log else "softmax"]
+    assert plans
+
+    def broken(_x):
+        raise RuntimeError("planted: the plan's kernel failed")
+
+    for key in list(plans):
+        plans[key] = broken
+    torch.testing.assert_close(op(x), ref(x, -1))
+    assert all(plan is not broken for plan in plans.values())  # forgotten, or replaced
+    # the backward's plans too
+    xg = x.clone().requires_grad_()
+    g = torch.randn_like(x)
+    op(xg).backward(g)
+    backward_plans = RUNTIME.backward_plans["log_softmax" if log else "softmax"]
+    assert backward_plans
+    for key in list(backward_plans):
+        backward_plans[key] = broken
+    xg.grad = None
+    op(xg).backward(g)
+    xt = x.clone().requires_grad_()
+    ref(xt, -1).backward(g)
+    torch.testing.assert_close(xg.grad, xt.grad)
+    reset()

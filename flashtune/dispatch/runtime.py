@@ -159,8 +159,13 @@ class Runtime:
         plan = plans.get(base + (dim,))
         keys: tuple = ()
         if plan is not None:
-            out = plan(x)
-        else:
+            try:
+                out = plan(x)
+            except torch.OutOfMemoryError:
+                raise  # the device is full: no config would help
+            except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
+                plan = plan_failed(plans, base + (dim,))
+        if plan is None:
             plan, out = self._first_run(op, x, dim, forward_plan, (x,))
             keys = (base + (dim,),)
         if alias_dim is not None and alias_dim != dim:
@@ -198,7 +203,12 @@ class Runtime:
             return torch_backward(y, dy, dim, log)
         plan = plans.get(key)
         if plan is not None:
-            return plan(y, dy)
+            try:
+                return plan(y, dy)
+            except torch.OutOfMemoryError:
+                raise  # the device is full: no config would help
+            except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
+                plan_failed(plans, key)
         op = "log_softmax_backward" if log else "softmax_backward"
         plan, out = self._first_run(op, y, dim, functools.partial(backward_plan, dy=dy), (y, dy))
         self.store_plan(plans, generation, plan, key)
@@ -225,6 +235,17 @@ class Runtime:
 
 RUNTIME = Runtime()
 after_fork_in_child(RUNTIME.remake_locks)
+
+
+def plan_failed(plans: dict, key) -> None:
+    """A stored plan raised: forget it (the caller then decides afresh, as on a first call).
+
+    A plan key holds no pointer alignment, so a later input of the same layout at another
+    alignment compiles a new specialization of the plan's kernel inside the plan. Where that
+    fails (a tuned config that does not fit the new specialization), the error reached the
+    user's model; a first call falls back from a failing tuned config to the default and says
+    so once, or raises what the default raises too (a real error)."""
+    plans.pop(key, None)
 
 
 def reset() -> None:
