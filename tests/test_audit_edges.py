@@ -113,11 +113,25 @@ def test_database_passwords_stay_out_of_messages(capsys, monkeypatch, url):
     assert messages and not any("secretpw" in m for m in messages), messages
 
 
+def test_a_password_in_the_url_query_stays_out_of_env_and_messages(capsys, monkeypatch):
+    # `flashtune env` (whose output goes into bug reports) and every error message printed
+    # FLASHTUNE_DB=postgresql+psycopg2://u@h/db?password=secretpw as given
+    monkeypatch.setenv("FLASHTUNE_DB", "postgresql+psycopg2://user@host/db?password=secretpw")
+    rc, out, err = _cli(capsys, "env")
+    assert rc == 0 and "secretpw" not in out + err and "password=***" in out
+    rc, out, err = _cli(capsys, "show")
+    assert rc == 2 and "secretpw" not in out + err and "password=***" in err
+
+
 @pytest.mark.parametrize("text, shown", [
     ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
     ("postgresql://admin@srv:pw@srv.example.com/db", "postgresql://admin@srv:***@srv.example.com/db"),
     ("postgresql://u:p@ss/w:rd@h:5432/db", "postgresql://u:***@h:5432/db"),
     ("error for mysql://u:pw@h/x (no driver)", "error for mysql://u:***@h/x (no driver)"),
+    # a password in the query, as psycopg2 and libpq take it (it was shown as given)
+    ("postgresql://u@h/db?password=pw", "postgresql://u@h/db?password=***"),
+    ("postgresql://u@h/db?sslmode=require&password=p%40w&x=1",
+     "postgresql://u@h/db?sslmode=require&password=***&x=1"),
     # no password: unchanged, SQLite paths with ":" and "@" included
     ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
     ("sqlite:////tmp/a:b@c/x.sqlite", "sqlite:////tmp/a:b@c/x.sqlite"),

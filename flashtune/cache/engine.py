@@ -34,11 +34,14 @@ _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
 # may hold "@" (Azure's user@server) and the password "@", "/" or ":" unencoded, so the match
 # runs to the last "@" of the word: when unsure, it hides too much, never too little.
 _PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
+# A password given in the query ("...?password=pw": psycopg2 and libpq take it so), which
+# SQLAlchemy's hide_password leaves as it is.
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
 
 
 def hide_password(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ***, for messages."""
-    return _PASSWORD.sub(r"\1***@", text)
+    return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
 
 
 def resolve_url(url: str | os.PathLike | URL | None) -> URL:
@@ -138,7 +141,7 @@ def check_writable(url: URL, *, from_env: bool = False) -> None:
 
 
 def display(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
+    return hide_password(url.render_as_string(hide_password=True))
 
 
 def sqlite_file(url: URL) -> Path | None:
