@@ -354,6 +354,28 @@ def test_export_target_errors_and_file_mode(tmp_path, capsys):
     assert rc == 0 and (tmp_path / "o.json").stat().st_mode & 0o777 == 0o644
 
 
+def test_export_that_fails_midway_names_the_file_and_keeps_the_old_one(tmp_path, capsys,
+                                                                      monkeypatch):
+    # Defect (audit): on a full disk the export said only "error: [Errno 28] No space left on
+    # device", naming no file (the old file and no temporary file were left, as they should).
+    import errno
+
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    out = tmp_path / "w.json"
+    out.write_text("old")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transfer.json, "dump", disk_full)
+    rc, _, err = _cli(capsys, "export", str(out), "--db", str(path))
+    assert rc == 2 and f"{out}: cannot write there" in err and "No space left" in err, err
+    _one_line_error(err, "export")
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".w.json")) == []
+
+
 @PIPES
 def test_export_leaves_links_and_pipes_alone(tmp_path, capsys):
     # Defects (audit): the export replaced a symbolic link with a file, leaving the file it

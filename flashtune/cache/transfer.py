@@ -91,8 +91,11 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):  # a full disk, a quota: say which file it was
+            raise OSError(f"{path}: cannot write there ({err.strerror or err}); the file "
+                          "there, if any, is left as it was") from None
         raise
     return len(rows)
 
