@@ -220,6 +220,8 @@ def _exported(tmp_path, url) -> dict:
     (lambda r: r["device"].update(sm_count="132"), "sm_count"),
     (lambda r: r.update(median_ms="fast"), "median_ms"),
     (lambda r: r.update(p80_ms=0.1), "p20_ms <= median_ms <= p80_ms"),
+    # an integer past float's range: was an OverflowError traceback (exit 1)
+    (lambda r: r.update(p80_ms=10**400), "p80_ms must be a finite time > 0 ms"),
     (lambda r: r.update(trials=2.5), "trials must be an int"),
     (lambda r: r.update(tuned_at="yesterday"), "isoformat"),
     (lambda r: r.update(bucket=[1, 2]), "bucket must be an object"),

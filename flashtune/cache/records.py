@@ -77,7 +77,11 @@ def check_ms(name: str, value: Any, *, optional: bool = False) -> float | None:
     # bool is an int: refuse it explicitly; a time is a positive finite number
     if type(value) is bool or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of milliseconds, got {type(value).__name__} ({value!r})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float's range (an import file may hold one)
+        raise ValueError(f"{name} must be a finite time > 0 ms, got an integer too large for "
+                         "a time") from None
     if not math.isfinite(value) or value <= 0.0:
         raise ValueError(f"{name} must be a finite time > 0 ms, got {value!r}")
     return value
