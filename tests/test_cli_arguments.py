@@ -497,3 +497,16 @@ def test_output_to_a_reader_that_went_away_stops_quietly():
     finally:
         os.close(write_end)
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+@pytest.mark.parametrize("command", ["export", "import"])
+def test_an_empty_file_argument_is_named(tmp_path, capsys, command):
+    # Defect (audit): `flashtune export ""` said "error: : is a folder; ..." (Path("") is the
+    # current folder) and `flashtune import ""` "error: : cannot read (No such file ...)":
+    # neither named the argument.
+    with pytest.raises(SystemExit) as stop:
+        main([command, "", "--db", str(tmp_path / "t.sqlite")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2, last
+    assert last.startswith(f"flashtune {command}: error: argument file: empty"), last
+    assert list(tmp_path.iterdir()) == []

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_db_option
+from .options import add_db_option, file_path
 
 
 def register(sub) -> None:
     p = sub.add_parser("export", help="write tuned winners to a JSON file",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="JSON file to write (replaced if it exists)")
+    p.add_argument("file", type=file_path, help="JSON file to write (replaced if it exists)")
     add_db_option(p)
     p.add_argument("--current-device", action="store_true",
                    help="only winners of the GPU (or interpreter) this machine runs on")

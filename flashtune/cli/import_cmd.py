@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_db_option, check_writable_db
+from .options import add_db_option, file_path, check_writable_db
 
 
 def register(sub) -> None:
     p = sub.add_parser("import", help="store winners from a JSON file made by `flashtune export`",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="JSON file written by `flashtune export`")
+    p.add_argument("file", type=file_path, help="JSON file written by `flashtune export`")
     add_db_option(p)
     p.set_defaults(run=run)
 

@@ -45,6 +45,14 @@ def check_out_folder(out: Path) -> None:
         raise OSError(f"--out {out} is not a writable folder ({err})") from err
 
 
+def file_path(text: str) -> str:
+    """A FILE argument (export, import): not empty. An empty path reached the user as
+    "error: : is a folder" (Path("") is the current folder), naming nothing."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty; give the path of a JSON file")
+    return text
+
+
 def ascii_int(text: str, expected: str = "a whole number") -> int:
     """An argparse integer in ASCII digits (spaces around it allowed), as --shape and
     --problem take them: int() also reads other scripts' digits ("٤"), "1_024" and a sign,
