@@ -43,6 +43,9 @@ def create_new(path: Any) -> int:
     return os.open(path, flags, 0o666)
 
 
+_TEMP_NAME_BYTES = 200  # of the target's name in a temporary file's name
+
+
 def create_temp_beside(target: Path) -> tuple[int, str]:
     """A new file next to ``target`` (its descriptor, open for writing, and its name), for an
     atomic write that ``os.replace``-s it over ``target``.
@@ -51,8 +54,13 @@ def create_temp_beside(target: Path) -> tuple[int, str]:
     in a folder shared by a team (FLASHTUNE_CACHE_DIR on a shared disk, an export) unreadable
     to the others."""
     folder = target.parent if str(target.parent) else Path(".")
+    # The name cut to leave room for ".", ".<12 hex>.tmp" within a file name's 255 bytes
+    # (NAME_MAX): a target name the file system takes must get a temporary name it takes too.
+    name = target.name
+    while len(os.fsencode(name)) > _TEMP_NAME_BYTES:
+        name = name[:-1]
     for _ in range(100):
-        tmp = str(folder / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        tmp = str(folder / f".{name}.{secrets.token_hex(6)}.tmp")
         try:
             return create_new(tmp), tmp
         except FileExistsError:

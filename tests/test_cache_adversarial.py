@@ -376,6 +376,20 @@ def test_export_that_fails_midway_names_the_file_and_keeps_the_old_one(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".w.json")) == []
 
 
+def test_export_to_a_long_file_name(tmp_path, capsys):
+    # Defect (audit): a file name of 239 to 255 bytes, which the file system takes, could not
+    # be exported to: the temporary file beside it (".NAME.<12 hex>.tmp") was past NAME_MAX,
+    # "cannot write there (File name too long)".
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    out = tmp_path / ("w" * 245 + ".json")
+    out.write_text("old")  # a name the file system takes
+    rc, _, err = _cli(capsys, "export", str(out), "--db", str(path))
+    assert rc == 0, err
+    assert json.loads(out.read_text())["format"] == "flashtune-winners"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 @PIPES
 def test_export_leaves_links_and_pipes_alone(tmp_path, capsys):
     # Defects (audit): the export replaced a symbolic link with a file, leaving the file it
