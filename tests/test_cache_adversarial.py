@@ -662,3 +662,27 @@ def test_tilde_in_an_sqlite_url_is_the_home_folder(tmp_path, monkeypatch):
     _store("sqlite:///~/ft/tuned.sqlite")
     assert (tmp_path / "ft" / "tuned.sqlite").is_file() and not (tmp_path / "~").exists()
     assert engine_mod.resolve_url("~/ft/tuned.sqlite").database == url.database
+
+
+def test_writers_refuse_a_database_file_they_may_not_write(tmp_path, capsys, monkeypatch):
+    # Defect (audit): on a database file this user may not write (read-only storage, mode
+    # 0444), `flashtune clear` said "would delete N winner(s) ...; run again with --yes"
+    # (exit 1), and --yes then failed, blaming the folder. A ?mode=ro URL was already refused
+    # up front; a read-only file is refused alike.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    real_access = os.access
+
+    def access(target, mode, *args, **kwargs):  # as on a read-only mount: root included
+        if os.fspath(target) == str(path) and mode & os.W_OK:
+            return False
+        return real_access(target, mode, *args, **kwargs)
+
+    monkeypatch.setattr(engine_mod.os, "access", access)
+    before = path.read_bytes()
+    for argv in (["clear"], ["clear", "--yes"], ["import", str(tmp_path / "none.json")]):
+        rc, out, err = _cli(capsys, *argv, "--db", str(path))
+        assert rc == 2 and "would delete" not in out, (argv, out, err)
+        assert f"{path} is read-only" in err and "may not write" in err, err
+        _one_line_error(err, argv[0])
+    assert path.read_bytes() == before

@@ -138,6 +138,15 @@ def check_writable(url: URL, *, from_env: bool = False) -> None:
                else "give the URL without ?mode=ro")
         raise CacheError(f"{where} is read-only (mode=ro in the URL): flashtune writes "
                          f"nothing to it; to tune, import or clear, {fix}")
+    path = sqlite_file(url)
+    if path is not None and no_file_there(path) is None and not os.access(path, os.W_OK):
+        # A file this user may not write (mode 0444, read-only storage): said now, as for
+        # mode=ro, not as "would delete N" by a dry-run clear whose --yes then fails.
+        where = f"{DB_ENV}={path}" if from_env else str(path)
+        advice = writable_place(not from_env)
+        raise CacheError(f"{where} is read-only (this user may not write the file, or it is "
+                         "on read-only storage): flashtune writes nothing to it; to tune, "
+                         f"import or clear, {advice[0].lower() + advice[1:]}")
 
 
 def display(url: URL) -> str:
