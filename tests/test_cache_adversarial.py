@@ -686,3 +686,21 @@ def test_writers_refuse_a_database_file_they_may_not_write(tmp_path, capsys, mon
         assert f"{path} is read-only" in err and "may not write" in err, err
         _one_line_error(err, argv[0])
     assert path.read_bytes() == before
+
+
+def test_export_to_a_path_that_names_a_folder_writes_no_file(tmp_path, capsys):
+    # Defect (audit): pathlib drops a trailing "/" and a final "/.", so `flashtune export
+    # new/` made a file named "new" (where cp says "Not a directory"), and `flashtune export
+    # old.json/` or `old.json/.` replaced the file old.json.
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    old = tmp_path / "old.json"
+    old.write_text("old")
+    for target in (f"{tmp_path / 'new'}/", f"{old}/", f"{old}/."):
+        rc, _, err = _cli(capsys, "export", target, "--db", str(path))
+        assert rc == 2 and "names a folder" in err, (target, err)
+        _one_line_error(err, "export")
+    assert not (tmp_path / "new").exists() and old.read_text() == "old"
+    # an existing folder given so is still "a folder" (no file made in it either)
+    rc, _, err = _cli(capsys, "export", f"{tmp_path}/", "--db", str(path))
+    assert rc == 2 and "folder" in err, err

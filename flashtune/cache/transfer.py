@@ -54,6 +54,9 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
     """Write the winners to ``path`` (atomically: a reader never sees half a file)."""
     rows = [winner_to_json(w) for w in winners]
     document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "winners": rows}
+    if _names_a_folder(path):
+        raise OSError(f"{path}: names a folder (it ends with a separator or \".\"); give the "
+                      "path of the JSON file to write")
     target = Path(path)
     existing = _mode_if_present(target)  # one look at what the export would replace
     if existing is not None:
@@ -98,6 +101,17 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
                           "there, if any, is left as it was") from None
         raise
     return len(rows)
+
+
+def _names_a_folder(path: Any) -> bool:
+    """Whether the path as given ends with a separator, "." or "..": pathlib drops a trailing
+    "/" and "/.", which made ``export new/`` a file named "new" and ``export old.json/``
+    replace old.json."""
+    given = os.fspath(path)
+    if isinstance(given, bytes):
+        given = os.fsdecode(given)
+    separators = tuple(sep for sep in (os.sep, os.altsep) if sep)
+    return given.endswith(separators) or os.path.basename(given) in (".", "..")
 
 
 def _mode_if_present(path: Path) -> int | None:
