@@ -44,7 +44,6 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
-import os
 import re
 import sys
 import types
@@ -56,7 +55,7 @@ from typing import Any, Callable
 import torch
 
 from ..gen.notices import DispatchWarning
-from .settings import env_flag
+from .settings import as_set, env_flag
 
 ENV_SWITCH = "FLASHTUNE_FAST_LAUNCH"
 MIN_VERSION = (3, 3)  # knobs.runtime hooks and "*bound_args.values()" launches start here
@@ -182,7 +181,7 @@ def _switched_off() -> bool:
 def status() -> str:
     """One line: whether fast launches are on, and why not if they are off."""
     if _switched_off():
-        return f"off ({ENV_SWITCH}={os.environ[ENV_SWITCH].strip()})"
+        return f"off ({as_set(ENV_SWITCH)})"
     support()
     if _STATE.failed:
         return f"off after a failure: {_STATE.failed}"

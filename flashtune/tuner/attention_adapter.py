@@ -21,6 +21,7 @@ import torch
 
 from ..gen.attention_space import AttentionProblem
 from .adapter import TORCH_DTYPES, Case, variant_module
+from .gate import WRONG
 
 ROWS = 64  # sampled query rows per checked (b, h) pair (plus the last 8)
 
@@ -78,10 +79,10 @@ class AttentionGate:
         from ..reference import check_accuracy
 
         if not bool(torch.isfinite(out).all()):
-            return "wrong result: NaN or inf in the output (rows left unwritten or overflow)"
+            return f"{WRONG}: NaN or inf in the output (rows left unwritten or overflow)"
         acc = check_accuracy(pick(out, self.pairs, self.rows), self.ref, self.peer)
         if not acc.ok:
-            return (f"wrong result: max abs error {acc.err:.3g} > bound {acc.bound:.3g} on sampled "
+            return (f"{WRONG}: max abs error {acc.err:.3g} > bound {acc.bound:.3g} on sampled "
                     f"rows (torch math SDPA error {acc.peer_err:.3g})")
         return None
 
