@@ -55,10 +55,16 @@ def _one_launch_at_a_time(launch, filename: str, lines: tuple):
     rendered source (``lines``, its linecache entry) put back in linecache first: the
     interpreter reads a kernel's source when it first runs it, not when @triton.jit wraps it
     (as a GPU does, in load), and with linecache cleared since (linecache.clearcache()) it
-    would read the file in the cache folder, edited or not, or find no source at all."""
+    would read the file in the cache folder, edited or not, or find no source at all.
+
+    numpy's floating-point warnings are off during the launch: the interpreter computes on
+    numpy, which warns on IEEE results the kernels mean (-inf - -inf in masked lanes, exp
+    overflowing to inf), and with warnings as errors (``-W error``) every call raised."""
+    import numpy as np  # the interpreter's own dependency
+
     @functools.wraps(launch)
     def run(*args, **kwargs):
-        with _interpreter_lock:
+        with _interpreter_lock, np.errstate(all="ignore"):
             linecache.cache[filename] = lines
             return launch(*args, **kwargs)
     return run
