@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -394,3 +395,28 @@ def test_importing_the_cache_stays_light():
             "print(sorted(m for m in ('torch', 'optuna', 'psycopg2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_export_is_on_disk_before_it_replaces_the_file(sqlite_url, tmp_path, monkeypatch):
+    """The export is fsync-ed before os.replace puts it in place: renamed unsynced, a crash
+    soon after could leave an empty or partial file where the previous export was (a rename
+    can reach the disk before the data), and the export is a file people carry elsewhere."""
+    path = tmp_path / "w.json"
+    path.write_text("previous export\n")
+    synced, real_fsync, real_replace = [], os.fsync, os.replace
+
+    def fsync(fd):
+        synced.append(os.fstat(fd).st_size)  # what the file held when it was synced
+        real_fsync(fd)
+
+    def replace(src, dst):
+        assert synced, "os.replace before os.fsync"
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    with TuneDB(sqlite_url) as db:
+        _store(db, row_config(warps=16), median=1.0)
+        assert db.export_json(path) == 1
+    assert synced == [path.stat().st_size]  # the whole document, flushed before the sync
+    assert len(json.loads(path.read_text())["winners"]) == 1

@@ -93,6 +93,10 @@ def export_winners(winners: Iterable[Winner], path: Any) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")
+            # On disk before the rename: a rename can reach the disk before the data, and a
+            # crash then leaves an empty or partial file where the previous export was.
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
