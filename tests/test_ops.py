@@ -254,6 +254,21 @@ def test_negative_bit_gradients_are_resolved_first(fresh_db, name):
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_negative_bit_saved_output_is_resolved_first(fresh_db, name):
+    """The saved output y can come back a negative-bit view too: a saved_tensors_hooks pair
+    (offloading, compression) may unpack it as torch._neg_view of what it packed. The backward
+    kernels read memory, -y: the gradients were silently wrong (torch's are right)."""
+    x = torch.randn(4, 100, device=DEVICE, requires_grad=True)
+    g = torch.randn(4, 100, device=DEVICE)
+    (ref,) = torch.autograd.grad(getattr(torch, name)(x, -1), x, g)
+    for _ in range(2):  # first call and the plan path
+        with torch.autograd.graph.saved_tensors_hooks(torch.neg, torch._neg_view):
+            out = getattr(flashtune, name)(x, -1)
+        (dx,) = torch.autograd.grad(out, x, g)
+        torch.testing.assert_close(dx, ref)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 def test_a_zero_tensor_gradient_gives_zeros(fresh_db, name):
     """torch's storage-less zero gradient (torch._efficientzerotensor) has no memory for a
     kernel to read: the backward gives what torch's does (zeros), not a crash."""

@@ -178,11 +178,14 @@ class Runtime:
     def backward(self, y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
         """dx of softmax/log_softmax from its output y and gradient dy (eager; dim normalized)."""
         check_backward_pair(y, dy)
+        # A negative-bit view (e.g. y.backward(torch._neg_view(g)), or the imag of a
+        # conjugated complex gradient) holds -t in memory: the kernels read memory. (The
+        # registered backward ops get it resolved by the dispatcher; eager autograd does not.)
+        # The saved y too: a saved_tensors_hooks unpack may return such a view.
         if dy.is_neg():
-            # A negative-bit view (e.g. y.backward(torch._neg_view(g)), or the imag of a
-            # conjugated complex gradient) holds -dy in memory: the kernels read memory. (The
-            # registered backward ops get it resolved by the dispatcher; eager autograd does not.)
             dy = dy.resolve_neg()
+        if y.is_neg():
+            y = y.resolve_neg()
         if y.dtype != dy.dtype:
             dy = dy.to(y.dtype)  # autograd may hand a gradient of another float dtype
         if dy._is_zerotensor():
