@@ -142,3 +142,19 @@ def test_source_shape_with_a_minus_sign_is_named(capsys):
         main(["source", "softmax", "--shape=-4x5"])
     assert stopped.value.code == 2
     assert "argument --shape: expected positive integers joined by x" in capsys.readouterr().err
+
+
+def test_source_boolean_tunables_take_the_switches_words(capsys, monkeypatch):
+    """A boolean tunable reads its words as the FLASHTUNE_* switches do (one reading, in
+    dispatch.settings.bool_word): " on " is on for FLASHTUNE_LOG and was refused by --exp2."""
+    from flashtune.dispatch.settings import env_flag
+
+    monkeypatch.setenv("FLASHTUNE_LOG", " On ")
+    assert env_flag("FLASHTUNE_LOG") is True
+    assert main(["source", "softmax", "--exp2", " On "]) == 0
+    assert main(["source", "softmax", "--exp2", "OFF"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["source", "softmax", "--exp2", "y"])
+    assert "argument --exp2: expected true or false (1/true/yes/on or 0/false/no/off), got 'y'" \
+        in capsys.readouterr().err

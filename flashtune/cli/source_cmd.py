@@ -17,12 +17,14 @@ _DTYPES = ("float16", "bfloat16", "float32")
 
 
 def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    # The FLASHTUNE_* switches' words (imported here: the dispatch package is not light).
+    from ..dispatch.settings import bool_word
+
+    value = bool_word(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"expected true or false (1/true/yes/on or 0/false/no/off), got {text!r}")
+    return value
 
 
 def _parse_dims(text: str) -> tuple[int, ...]:

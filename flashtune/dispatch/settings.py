@@ -31,18 +31,24 @@ _FALSE = ("0", "false", "no", "off")
 _WARNED: set[tuple[str, str]] = set()  # (name, value) pairs already warned about
 
 
+def bool_word(text: str) -> bool | None:
+    """1/true/yes/on: True, 0/false/no/off: False, in any case and with spaces around; any
+    other text: None. The one reading of a boolean word: the switches here and the boolean
+    tunables of `flashtune source` (--exp2 on) take the same words."""
+    value = text.strip().lower()
+    return True if value in _TRUE else False if value in _FALSE else None
+
+
 def env_flag(name: str, default: bool = False) -> bool:
     """A boolean FLASHTUNE_* switch: 1/true/yes/on or 0/false/no/off, in any case and with
     spaces around; unset or blank (as for FLASHTUNE_DB): ``default``. Another value gives
     ``default`` too, with one DispatchWarning per value, so that a typo does not silently leave
     a switch as it was."""
     raw = os.environ.get(name, "")
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    if value and (name, raw) not in _WARNED:
+    value = bool_word(raw)
+    if value is not None:
+        return value
+    if raw.strip() and (name, raw) not in _WARNED:
         _WARNED.add((name, raw))
         # No "flashtune:" prefix: the name says whose switch it is, and the CLI puts
         # "flashtune <command>: warning:" before our warnings.
