@@ -510,3 +510,21 @@ def test_an_empty_file_argument_is_named(tmp_path, capsys, command):
     assert stop.value.code == 2, last
     assert last.startswith(f"flashtune {command}: error: argument file: empty"), last
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["source", "softmax", "--shape", "-4x5"], "--shape"),
+    (["tune", "--time-budget", "-1e3"], "--time-budget"),
+    (["bench", "--budget", "-inf"], "--budget"),
+    (["show", "--db", "-odd.sqlite"], "--db"),
+])
+def test_a_value_starting_with_a_minus_says_how_to_pass_it(capsys, argv, option):
+    """argparse takes a value that starts with '-' and is not a plain negative number
+    (-4x5, -1e3, -inf, a path) for the next option, and said only "argument --shape: expected
+    one argument", though one was given: the error now says how to give it."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert (f"flashtune {argv[0]}: error: argument {option}: expected one argument "
+            f"(a value that starts with '-' goes after '=': {option}=VALUE)") in err, err

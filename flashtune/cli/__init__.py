@@ -27,8 +27,23 @@ SUBCOMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too: add_subparsers makes them of this class), with
+    a hint where a value that starts with '-' was taken for an option."""
+
+    def error(self, message: str):
+        # argparse reads a value that starts with '-' (--shape -4x5, --time-budget -1e3, a
+        # path) as the next option unless it is a plain negative number, and then said only
+        # "argument --shape: expected one argument", though the user gave one.
+        where, _, what = message.partition(": ")
+        if what == "expected one argument" and where.startswith("argument -"):
+            option = where.removeprefix("argument ").split("/")[-1]
+            message += f" (a value that starts with '-' goes after '=': {option}=VALUE)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="flashtune", description="Auto-tuned Triton softmax and attention kernels."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
