@@ -210,7 +210,7 @@ def test_a_whole_key_tile_of_minus_inf_scores_is_ignored_like_torch(device, pers
         torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
 
 
-# Every code path of the key loops' running max: exp / exp2, fp16 P.V (P_SHIFT), both grids,
+# Every code path of the key loops' running max: exp / exp2, fp16 P.V (p scaled), both grids,
 # tensor descriptors (emulated by the interpreter where this Triton has them).
 _INF_PATHS = {"base": {}, "exp": {"exp2": False}, "pv16": {"pv_acc": "fp16"},
               "pv16-exp": {"pv_acc": "fp16", "exp2": False}, "persistent": {"persistent": True},
@@ -364,6 +364,26 @@ def test_fp16_pv_accumulator_does_not_overflow(device, block_n, exp2):
         for causal in (False, True):
             out, lse = attention_ops.attention_forward(q, k, v, causal, return_lse=True, config=cfg)
             assert check_case(out, lse, q, k, v, causal) is None, (nq, nk, causal)
+
+
+@pytest.mark.parametrize("exp2", (True, False))
+@pytest.mark.parametrize("block_n", (16, 64))
+def test_fp16_pv_accumulator_does_not_overflow_at_huge_scores(device, block_n, exp2):
+    """pv_acc='fp16' took p against (row max + log BLOCK_N) to keep the fp16 tile sum within
+    max|v|; with scores of 2**28 that add rounds away in fp32 (its ulp is 32 there), p came
+    out 1 per key again and 16 keys of v = 5000 overflowed to inf. fp16 inputs reach such
+    scores (q = k = 8192, head dim 16); the output, the mean of v, is finite and the fp32
+    variant gets it exactly, so the variant the tuner may pick must too (and its LSE)."""
+    q = torch.full((1, 1, 16, 16), 8192.0, dtype=torch.float16, device=device)
+    k = torch.full((1, 1, 64, 16), 8192.0, dtype=torch.float16, device=device)
+    v = torch.full((1, 1, 64, 16), 5000.0, dtype=torch.float16, device=device)
+    scale = 0.25  # scores 16 * 8192**2 / 4 = 2**28
+    for pv_acc in ("fp32", "fp16"):
+        cfg = config(BLOCK_M=16, BLOCK_N=block_n, pv_acc=pv_acc, exp2=exp2)
+        out, lse = attention_ops.attention_forward(q, k, v, False, scale, True, config=cfg)
+        torch.testing.assert_close(out, v[:, :, :16], atol=0, rtol=2e-3, msg=pv_acc)
+        expected = torch.full_like(lse, 2.0**28 + np.log(64))
+        torch.testing.assert_close(lse, expected, atol=64, rtol=0, msg=pv_acc)
 
 
 # --- tensor kinds ----------------------------------------------------------------------------------
