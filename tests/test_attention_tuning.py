@@ -108,6 +108,58 @@ def test_planted_wrong_variant_is_a_failed_trial():
     assert result.winner is not None and result.winner["BLOCK_M"] in (16, 64)
 
 
+class PlantedLseAdapter(AttentionAdapter):
+    """Configs with the chosen BLOCK_M write a wrong LSE (0.1 off); their output is right."""
+
+    def __init__(self, wrong_block_m=()):
+        self.wrong_block_m = tuple(wrong_block_m)
+
+    def launch(self, op, config, case):
+        super().launch(op, config, case)
+        lse = case.args[4]
+        if lse is not None and config["BLOCK_M"] in self.wrong_block_m:
+            lse.add_(0.1)
+
+
+def test_gate_checks_the_lse_of_sampled_rows_and_the_whole_lse():
+    """The runtime runs a tuned config with return_lse=True too (a kernel specialization of
+    its own, STORE_LSE); the finalists' re-check launches it and checks out and LSE."""
+    from flashtune.reference import attention_ref
+
+    p = AttentionProblem(1, 2, 2, 256, 200, 16, True, "float16")  # Nq > Nk: rows see no key
+    case = AttentionAdapter().make_case("attention_fwd", p, "cpu", 0)
+    q, k, v = case.args[:3]
+    recheck = case.recheck
+    out, lse = recheck.args[3], recheck.args[4]
+    assert recheck.args[5:] == case.args[5:] and lse.shape == (1, 2, 256)
+    ref, ref_lse = attention_ref(q, k, v, True)
+    out.copy_(ref)
+    lse.copy_(ref_lse)
+    assert torch.isneginf(lse).any()
+    assert recheck.check() is None
+    lse[0, 1, -1] += 0.01  # the last rows are sampled
+    assert recheck.check().startswith("wrong result")
+    lse.copy_(ref_lse)
+    lse[0, 0, 201] = float("nan")  # rows every 4 of 256 are sampled: 201 is not
+    assert "NaN" in recheck.check()
+    lse.copy_(ref_lse)
+    out[0, 0, -1] += 1.0  # the output of the LSE launch is checked too
+    assert recheck.check().startswith("wrong result")
+
+
+@cpu_only
+def test_planted_wrong_lse_is_refused_at_the_finalists_recheck():
+    runner = LocalRunner(PlantedLseAdapter(wrong_block_m=(32,)), FAST)
+    opts = TuneOptions(mode="grid", n_trials=3, top_k=3, retime_rounds=1)
+    result = tune_problem(TINY, runner, device="cpu", options=opts, candidates=three_configs())
+    finalists = {c["BLOCK_M"]: m for c, m in result.finalists}
+    assert sorted(finalists) == [16, 32, 64]
+    assert finalists[32].status == "failed" and finalists[32].error.startswith("wrong result")
+    assert "LSE" in finalists[32].error
+    assert finalists[16].ok and finalists[64].ok
+    assert result.winner is not None and result.winner["BLOCK_M"] in (16, 64)
+
+
 @cpu_only
 def test_candidates_offer_interpreter_features_and_prune_shared_memory():
     kept, pruned = candidate_list(TINY.op, TINY.problem, None, "cpu")

@@ -10,7 +10,7 @@ into the worker process by pickling, so they must be importable top-level classe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -21,6 +21,17 @@ TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32":
 
 
 @dataclass
+class Recheck:
+    """A further launch of a config that the finalists' re-check gates but nobody times: the
+    runtime also runs the config another way (attention: with the LSE output on, a kernel
+    specialization of its own), and a stored winner must be right that way too."""
+
+    args: tuple[Any, ...]  # the launch arguments
+    outputs: tuple[torch.Tensor, ...]  # filled with NaN before the launch
+    check: Callable[[], str | None]  # None, or why those outputs are wrong
+
+
+@dataclass
 class Case:
     """One problem's tensors in the worker: launch args, the gate, and the output it checks
     (``output``; the last launch argument when not given)."""
@@ -28,6 +39,7 @@ class Case:
     args: tuple[Any, ...]
     gate: Any  # .check(out) -> None or why the output is wrong
     output: torch.Tensor | None = None
+    recheck: Recheck | None = None
 
     @property
     def out(self) -> torch.Tensor:

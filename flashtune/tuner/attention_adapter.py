@@ -11,6 +11,9 @@ launch (by the worker), and the gate also requires a finite output everywhere, s
 that leaves tiles outside the sample unwritten fails too.
 
 The tuner times without the LSE output (``lse=None``) and with the default scale 1/sqrt(D).
+The runtime runs the same config with ``return_lse=True`` too, another kernel specialization
+(STORE_LSE): the finalists' re-check (``Case.recheck``) launches that one as well and checks
+its output and LSE (the sampled rows against the float64 logsumexp, no NaN or +inf anywhere).
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from typing import Any, Mapping
 import torch
 
 from ..gen.attention_space import AttentionProblem
-from .adapter import TORCH_DTYPES, Case, variant_module
+from .adapter import TORCH_DTYPES, Case, Recheck, variant_module
 from .gate import WRONG
 
 ROWS = 64  # sampled query rows per checked (b, h) pair (plus the last 8)
+# LSE bound: the kernels' LSE is fp32, from fp32 scores; relative to max(1, max |LSE|), as the
+# tests' rule (tests/attention_cases.py lse_error).
+LSE_RTOL = 2e-5
 
 
 def sampled_pairs(problem: AttentionProblem) -> list[tuple[int, int]]:
@@ -68,11 +74,51 @@ def oracle_rows(q, k, v, causal: bool, pairs, rows: torch.Tensor) -> torch.Tenso
     return torch.stack(outs)
 
 
-class AttentionGate:
-    """The accuracy rule on the sampled rows, plus a finite output everywhere."""
+def oracle_lse_rows(q, k, causal: bool, pairs, rows: torch.Tensor) -> torch.Tensor:
+    """float64 logsumexp of the sampled rows' scaled scores, (pairs, rows); -inf for a row
+    that sees no key (bottom-right causal with Nq > Nk)."""
+    group = q.shape[1] // k.shape[1]
+    mask = _masked_rows(rows, q.shape[2], k.shape[2], causal, q.device)
+    scale = q.shape[-1] ** -0.5
+    lses = []
+    for b, h in pairs:
+        s = (q[b, h, rows.to(q.device)].double() @ k[b, h // group].double().T) * scale
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        lses.append(torch.logsumexp(s, -1))
+    return torch.stack(lses)
 
-    def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, pairs, rows: torch.Tensor):
+
+class AttentionGate:
+    """The accuracy rule on the sampled rows, plus a finite output everywhere; with the LSE
+    output, its sampled rows against ``ref_lse`` and no NaN or +inf anywhere."""
+
+    def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, pairs, rows: torch.Tensor,
+                 ref_lse: torch.Tensor | None = None):
         self.ref, self.peer, self.pairs, self.rows = ref64, peer, pairs, rows
+        self.ref_lse = ref_lse
+
+    def check_with_lse(self, out: torch.Tensor, lse: torch.Tensor) -> str | None:
+        from ..bench.checks import pick
+
+        wrong = self.check(out)
+        if wrong:
+            return wrong
+        # -inf is right for rows that see no key (causal, Nq > Nk); NaN or +inf never is here.
+        if bool((torch.isnan(lse) | torch.isposinf(lse)).any()):
+            return f"{WRONG}: NaN or +inf in the LSE (rows left unwritten or overflow)"
+        got = pick(lse, self.pairs, self.rows).double()
+        ref = self.ref_lse
+        if not torch.equal(torch.isneginf(got), torch.isneginf(ref)):
+            return f"{WRONG}: LSE -inf (rows that see no key) where the float64 reference differs"
+        finite = torch.isfinite(ref)
+        if not bool(finite.any()):
+            return None
+        err = float((got[finite] - ref[finite]).abs().max())
+        bound = LSE_RTOL * max(1.0, float(ref[finite].abs().max()))
+        if not err <= bound:
+            return f"{WRONG}: LSE max abs error {err:.3g} > bound {bound:.3g} on sampled rows"
+        return None
 
     def check(self, out: torch.Tensor) -> str | None:
         from ..bench.checks import pick
@@ -104,12 +150,17 @@ class AttentionAdapter:
 
         q, k, v = randn(p.heads, p.nq), randn(p.kv_heads, p.nk), randn(p.kv_heads, p.nk)
         out = torch.empty_like(q)
+        lse = torch.empty((p.batch, p.heads, p.nq), dtype=torch.float32, device=device)
         pairs = sampled_pairs(p)
         rows = sample_rows(p.nq, ROWS).to(device)
         gate = AttentionGate(oracle_rows(q, k, v, p.causal, pairs, rows),
-                             math_sdpa_rows(q, k, v, p.causal, pairs, rows), pairs, rows)
+                             math_sdpa_rows(q, k, v, p.causal, pairs, rows), pairs, rows,
+                             oracle_lse_rows(q, k, p.causal, pairs, rows))
         scale = p.head_dim ** -0.5
-        return Case((q, k, v, out, None, scale, bool(p.causal)), gate, output=out)
+        recheck = Recheck((q, k, v, out, lse, scale, bool(p.causal)), (out, lse),
+                          lambda: gate.check_with_lse(out, lse))
+        return Case((q, k, v, out, None, scale, bool(p.causal)), gate, output=out,
+                    recheck=recheck)
 
     def launch(self, op: str, config: Mapping[str, Any], case: Case) -> None:
         variant_module(self, op, config).launch(*case.args)

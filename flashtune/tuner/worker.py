@@ -4,7 +4,8 @@
 (reused by every trial of that problem), ``measure(config)`` launches once (compiling on first
 use; a config is compiled once per process and Triton's disk cache keeps it across restarts),
 checks the output with the gate, then times it. ``retime(configs, rounds)`` checks each
-finalist with the gate again, then times them round-robin.
+finalist with the gate again (and the case's ``recheck`` launch, if it has one), then times
+them round-robin.
 
 ``ProcessRunner`` runs a ``LocalRunner`` in a ``multiprocessing`` *spawn* child. A kernel that
 faults the CUDA context (illegal address: every later CUDA call fails) or kills the process, or a
@@ -19,7 +20,7 @@ import signal
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from .timing import TimingOptions, bench
@@ -114,8 +115,11 @@ class LocalRunner:
         except Exception:  # noqa: BLE001 - any failure here means the context is gone
             return True
 
-    def _launcher(self, config):
+    def _launcher(self, config, args=None):
+        """A launch of ``config`` with the case's arguments, or with ``args`` instead."""
         op, case, adapter = self.task.op, self.case, self.adapter
+        if args is not None:
+            case = replace(case, args=args)
         return lambda: adapter.launch(op, config, case)
 
     def measure(self, raw_config: Mapping[str, Any]) -> Measurement:
@@ -126,10 +130,14 @@ class LocalRunner:
             warnings.simplefilter("ignore", RuntimeWarning)
             return self._measure(raw_config)
 
-    def _checked_run(self, run) -> tuple[float | None, Measurement | None]:
+    def _checked_run(self, run, outputs=None, check=None) -> tuple[float | None, Measurement | None]:
         """One launch of ``run``, then the correctness gate on its output: (seconds the launch
-        took, None) if it passes, else (seconds or None, the failed Measurement)."""
-        self.case.out.fill_(float("nan"))  # a kernel that writes nothing cannot pass the gate
+        took, None) if it passes, else (seconds or None, the failed Measurement).
+
+        ``outputs`` and ``check``: what the launch writes and the check of it (a Recheck's),
+        instead of the case's output and gate."""
+        for t in outputs if outputs is not None else (self.case.out,):
+            t.fill_(float("nan"))  # a kernel that writes nothing cannot pass the gate
         t0 = time.perf_counter()
         try:
             run()
@@ -138,7 +146,7 @@ class LocalRunner:
             return None, Measurement.failed(_describe(err), fatal=self._context_broken())
         first = time.perf_counter() - t0
         try:
-            wrong = self.case.gate.check(self.case.out)
+            wrong = check() if check is not None else self.case.gate.check(self.case.out)
         except Exception as err:  # noqa: BLE001 - a fault surfaces at the gate's sync
             return first, Measurement.failed(_describe(err), fatal=self._context_broken(),
                                              first_launch_s=first)
@@ -174,11 +182,17 @@ class LocalRunner:
     def _retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
         from ..gen import validate_config
 
-        runs = [self._launcher(validate_config(self.task.op, c)) for c in raw_configs]
+        configs = [validate_config(self.task.op, c) for c in raw_configs]
+        runs = [self._launcher(c) for c in configs]
         samples: list[list[tuple[float, float, float]]] = [[] for _ in runs]
         errors: list[str | None] = [None] * len(runs)
+        recheck = self.case.recheck
         for i, run in enumerate(runs):
             _, failed = self._checked_run(run)
+            if failed is None and recheck is not None:
+                # Here only, not in every trial: the recheck's launch is another compile.
+                _, failed = self._checked_run(self._launcher(configs[i], recheck.args),
+                                              recheck.outputs, recheck.check)
             if failed is not None and failed.fatal:
                 return [Measurement.failed(failed.error, fatal=True) for _ in runs]
             errors[i] = failed.error if failed is not None else None
