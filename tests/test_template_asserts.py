@@ -16,7 +16,9 @@ import ast
 import pytest
 import torch
 
+from attention_cases import Shape, check_case, config, make_qkv
 from flashtune.gen import loader, render
+from flashtune.gen.attention_ops import attention_forward
 from flashtune.gen.registry import op_spec
 from flashtune.gen.softmax_space import (MAX_CHUNK, MAX_SEGMENT, MAX_TILE, MIN_LOOP_BLOCK, OPS)
 from flashtune.gen.space import _MAKE_TOKEN, Config
@@ -117,6 +119,88 @@ def test_a_softmax_config_outside_the_space_fails_its_static_assert(op, raw, mes
         x.softmax(-1), torch.randn_like(x), torch.empty_like(x))
     with pytest.raises(Exception, match=message):
         module.launch(*tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+
+_ATTENTION_WANTED = {
+    "BLOCK_M": [_pow2("BLOCK_M"), "BLOCK_M >= 16", "BLOCK_M <= 256"],
+    "BLOCK_N": [_pow2("BLOCK_N"), "BLOCK_N >= 16", "BLOCK_N <= 256"],
+    "BLOCK_D": [_pow2("BLOCK_D"), "BLOCK_D >= 16", "BLOCK_D >= HEAD_DIM"],
+    "HEAD_DIM": ["HEAD_DIM % 8 == 0", "HEAD_DIM >= 8", "HEAD_DIM <= 256"],
+    "EVEN_D": ["EVEN_D == (HEAD_DIM == BLOCK_D)"],
+}
+
+
+@pytest.mark.parametrize("knobs", [{}, {"persistent": True}, {"pv_acc": "fp16"},
+                                   {"tma": True, "persistent": True}], ids=str)
+def test_the_attention_tile_asserts_the_constraints_on_its_constexprs(knobs):
+    """Every attention kernel runs _attn_tile, which asserts the header's constraints; with
+    pv_acc fp16 also that the inputs are fp16 (the space's misfit for bf16)."""
+    from flashtune.gen import render_variant
+
+    source = render_variant("attention_fwd", config(**knobs)).source
+    kernels = _kernel_asserts(source, lambda name: name == "_attn_tile")
+    assert not _missing(kernels, _ATTENTION_WANTED)
+    fp16_only = "Q.dtype.element_ty == tl.float16"
+    assert (fp16_only in kernels["_attn_tile"][1]) == (knobs.get("pv_acc") == "fp16")
+    header = source.split("import math")[0]
+    for words in ("BLOCK_M, BLOCK_N powers of two in [16, 256]", "multiple of 8",
+                  "BLOCK_D a power of two >= 16 and >= HEAD_DIM", "pv_acc fp16: fp16 inputs"):
+        assert words in " ".join(header.replace("#", " ").split())
+
+
+# Extremes of the space: the smallest and largest tiles, head dims at both ends and padded,
+# both grids, both P.V precisions and exp forms.
+_VALID_ATTENTION = [
+    (dict(BLOCK_M=16, BLOCK_N=16), Shape(1, 2, 1, 20, 33, 8), torch.float16),
+    (dict(BLOCK_M=256, BLOCK_N=256, num_warps=16, exp2=False), Shape(1, 1, 1, 40, 300, 16),
+     torch.bfloat16),
+    (dict(BLOCK_M=256, BLOCK_N=16, num_warps=8, pv_acc="fp16", persistent=True),
+     Shape(1, 2, 2, 30, 20, 72), torch.float16),
+    (dict(BLOCK_M=16, BLOCK_N=256, persistent=True, exp2=False), Shape(2, 1, 1, 17, 40, 120),
+     torch.bfloat16),
+    (dict(BLOCK_M=32, BLOCK_N=32, num_warps=2, pv_acc="fp16"), Shape(1, 1, 1, 40, 70, 256),
+     torch.float16),
+]
+
+
+@pytest.mark.parametrize("knobs,shape,dtype", _VALID_ATTENTION,
+                         ids=[f"{k}-{s}" for k, s, _ in _VALID_ATTENTION])
+def test_attention_configs_of_the_space_pass_their_static_asserts(knobs, shape, dtype, device):
+    q, k, v = make_qkv(shape, dtype, device)
+    for causal in (False, True):
+        out, lse = attention_forward(q, k, v, causal, None, True, config=config(**knobs))
+        assert check_case(out, lse, q, k, v, causal) is None
+
+
+def _attention_inputs(device, dtype=torch.float16, head_dim=64):
+    q, k, v = make_qkv(Shape(1, 1, 1, 32, 32, head_dim), dtype, device)
+    return q, k, v, torch.empty_like(q), None, head_dim ** -0.5, False
+
+
+@pytest.mark.parametrize("knobs,message", [
+    (dict(BLOCK_M=8), "BLOCK_M must be >= 16"),
+    (dict(BLOCK_N=48), "BLOCK_N must be a power of two"),
+    (dict(BLOCK_N=512, persistent=True), "BLOCK_N must be <= 256"),
+], ids=["BLOCK_M8", "BLOCK_N48", "BLOCK_N512-persistent"])
+def test_an_attention_config_outside_the_space_fails_its_static_assert(knobs, message, device):
+    module = _unvalidated_module("attention_fwd", config(**knobs))
+    with pytest.raises(Exception, match=message):
+        module.launch(*_attention_inputs(device))
+
+
+def test_attention_launch_facts_outside_the_rules_fail_their_static_asserts(device, monkeypatch):
+    """What attention_ops and the space's misfit check before a launch, asserted by the kernel
+    too: pv_acc fp16 with bf16 inputs, a BLOCK_D narrower than the head dim."""
+    module = _unvalidated_module("attention_fwd", config(pv_acc="fp16"))
+    with pytest.raises(Exception, match="needs float16 inputs"):
+        module.launch(*_attention_inputs(device, torch.bfloat16))
+    module = _unvalidated_module("attention_fwd", config(BLOCK_M=32))
+    monkeypatch.setattr(module, "_block_d", lambda head_dim: 32)
+    with pytest.raises(Exception, match="BLOCK_D must be >= HEAD_DIM"):
+        module.launch(*_attention_inputs(device))
 
 
 _SOFTMAX_COLUMNS = {"row": 7, "online": 1000, "online-resident": 5000, "online-align": 37,
