@@ -457,3 +457,62 @@ def test_row_and_online_programs_beyond_the_grid_limit_are_a_misfit(op, regime, 
     too_many = SoftmaxProblem(limit * rows_each + 1, 3, "float16")
     assert "grid limit" in problem_misfit(config, too_many)
     assert problem_misfit(default_config(op, too_many), too_many) is None
+
+
+def _flashtune_imports(source: str) -> set[str]:
+    """The flashtune modules a rendered kernel module imports (``from flashtune.gen import
+    row_sync`` names flashtune.gen.row_sync)."""
+    import importlib.util
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("flashtune"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flashtune"):
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                found.add(name if importlib.util.find_spec(name) else node.module)
+    return found
+
+
+@pytest.mark.parametrize("op,raw", [
+    ("softmax", dict(regime="coop", block=4096, splits=4, num_stages=1)),
+    ("log_softmax", dict(regime="split", block=1024, splits=4, num_stages=1, fused=True,
+                         programs_per_sm=4, paired_loads=True)),
+    ("softmax_backward", dict(regime="split", block=1024, splits=4, num_stages=2)),
+    ("attention_fwd", dict(persistent=True, tma=True)),
+])
+def test_the_family_hash_covers_the_modules_kernels_import(op, raw):
+    """A rendered kernel runs code of flashtune modules it imports (row_sync decides one launch
+    or two, the persistent grid, the wait bound): they are part of what a tuned winner was
+    timed with, so the family hash must cover them as it covers the templates."""
+    from flashtune.gen.registry import FAMILY_MODULES, op_spec
+
+    source = render_variant(op, op_spec(op).space.complete(raw)).source
+    assert _flashtune_imports(source) <= set(FAMILY_MODULES[op])
+
+
+def test_a_changed_helper_module_changes_the_family_hash(tmp_path, monkeypatch):
+    """Winners tuned with another flashtune.gen.row_sync are winners of another family (as
+    after a template change); attention kernels import no flashtune module: their hash stays
+    the templates' alone."""
+    from importlib import resources
+
+    from flashtune.gen import variants
+
+    before = {op: variants.template_family_hash(op) for op in ("softmax", "attention_fwd")}
+    real_files = resources.files
+    changed = tmp_path / "gen"
+    changed.mkdir()
+    text = real_files("flashtune.gen").joinpath("row_sync.py").read_text()
+    (changed / "row_sync.py").write_text(text.replace("MAX_POLLS = 1 << 16", "MAX_POLLS = 1 << 4"))
+    monkeypatch.setattr(resources, "files",
+                        lambda package: changed if package == "flashtune.gen" else real_files(package))
+    variants.template_family_hash.cache_clear()
+    try:
+        assert variants.template_family_hash("softmax") != before["softmax"]
+        assert variants.template_family_hash("attention_fwd") == before["attention_fwd"]
+    finally:
+        monkeypatch.undo()
+        variants.template_family_hash.cache_clear()
+    assert variants.template_family_hash("softmax") == before["softmax"]

@@ -82,6 +82,7 @@ TEMPLATE_FAMILY = (
     "attention_fwd.py.jinja",
     "attention_fwd_persistent.py.jinja",
 )
+FAMILY_MODULES: tuple[str, ...] = ()  # the rendered kernels import no flashtune module
 
 
 @dataclass(frozen=True)

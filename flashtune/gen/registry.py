@@ -15,6 +15,10 @@ OPS.update(attention_space.OPS)
 # Template files whose content decides each op's kernels (for the cache key).
 TEMPLATE_FAMILIES = {name: softmax_space.TEMPLATE_FAMILY for name in softmax_space.OPS}
 TEMPLATE_FAMILIES.update({name: attention_space.TEMPLATE_FAMILY for name in attention_space.OPS})
+# flashtune modules that rendered kernels import (their code runs with the kernels): part of
+# the cache key too.
+FAMILY_MODULES = {name: softmax_space.FAMILY_MODULES for name in softmax_space.OPS}
+FAMILY_MODULES.update({name: attention_space.FAMILY_MODULES for name in attention_space.OPS})
 
 
 def op_spec(op: str):

@@ -37,13 +37,27 @@ def environment() -> jinja2.Environment:
     )
 
 
-def template_family_hash(names: tuple[str, ...]) -> str:
-    """Hash of a family's template files: a changed template invalidates its tuned winners."""
+def _read_module(name: str) -> str:
+    """The source of the flashtune module ``name`` (dotted), read as the templates are."""
+    package, _, leaf = name.rpartition(".")
+    return resources.files(package).joinpath(f"{leaf}.py").read_text(encoding="utf-8")
+
+
+def template_family_hash(names: tuple[str, ...], modules: tuple[str, ...] = ()) -> str:
+    """Hash of a family's template files and of the flashtune ``modules`` its rendered kernels
+    import (row_sync: one launch or two, the persistent grid, the wait bound): a change to
+    either invalidates its tuned winners. Without modules, the templates' hash alone (what
+    it was before modules counted: a family that imports none keeps its winners)."""
     digest = hashlib.sha256()
     for name in sorted(names):
         digest.update(name.encode())
         digest.update(b"\0")
         digest.update(_read_template(name).encode())
+        digest.update(b"\0")
+    for name in sorted(modules):
+        digest.update(f"module {name}".encode())
+        digest.update(b"\0")
+        digest.update(_read_module(name).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 

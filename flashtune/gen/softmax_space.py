@@ -210,6 +210,8 @@ OPS = {
 TEMPLATE_FAMILY = ("_softmax_common.py.jinja", "_softmax_bwd_common.py.jinja") + tuple(
     f"softmax_{regime}.py.jinja" for regime in FORWARD_REGIMES) + tuple(
     f"softmax_bwd_{regime}.py.jinja" for regime in BACKWARD_REGIMES)
+# The flashtune modules the rendered kernels import (coop and split: the row sync's host side).
+FAMILY_MODULES = ("flashtune.gen.row_sync",)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import torch
 
 from . import loader, render
-from .registry import TEMPLATE_FAMILIES, op_spec
+from .registry import FAMILY_MODULES, TEMPLATE_FAMILIES, op_spec
 from .space import Config
 
 
@@ -50,12 +50,13 @@ def written_source(op: str, config: Mapping[str, Any]):
 
 @functools.lru_cache(maxsize=None)
 def template_family_hash(op: str) -> str:
-    """What a tuned winner must carry to be served: the hash of the op's template files and,
-    from a space's second revision on, of that revision. A winner chosen from an older space
-    (fewer configs to pick from) is then a winner of another family, as after a template
-    change: kept in the database, not served, re-tuned by the next `flashtune tune`; and an
-    older flashtune sees the new winners the same way instead of as invalid rows."""
-    templates = render.template_family_hash(TEMPLATE_FAMILIES[op])
+    """What a tuned winner must carry to be served: the hash of the op's template files, of
+    the flashtune modules its kernels import and, from a space's second revision on, of that
+    revision. A winner chosen from an older space (fewer configs to pick from) is then a
+    winner of another family, as after a template change: kept in the database, not served,
+    re-tuned by the next `flashtune tune`; and an older flashtune sees the new winners the
+    same way instead of as invalid rows."""
+    templates = render.template_family_hash(TEMPLATE_FAMILIES[op], FAMILY_MODULES[op])
     revision = op_spec(op).space.revision
     if revision == 1:  # the hash before spaces had revisions: their winners stay current
         return templates
