@@ -101,3 +101,21 @@ def test_the_suite_keeps_off_the_users_cache_folder_and_database(tmp_path):
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not user_cache.exists() and not user_db.exists()
+
+
+@pytest.mark.parametrize("value, interprets", [("false", False), ("off", False), ("0", False),
+                                               ("1", True), ("true", True)])
+def test_attention_kernels_read_triton_interpret_as_triton_does(monkeypatch, value, interprets):
+    """Defect: the attention module read TRITON_INTERPRET by itself (anything but "" and "0"
+    was the interpreter), so with TRITON_INTERPRET=false on a GPU its bf16 tile products went
+    through fp32 (UPCAST_DOT, the interpreter's workaround): slower kernels, tuned and served
+    so, where Triton compiled them."""
+    import torch
+
+    from flashtune.gen import load_variant
+    from flashtune.gen.attention_space import SPACE
+
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    module = load_variant("attention_fwd", SPACE.complete({}))
+    q = torch.empty(1, 1, 16, 64, dtype=torch.bfloat16)
+    assert module._specialization(q, q, False, False, 1.0)["UPCAST_DOT"] is interprets
