@@ -6,6 +6,7 @@ The tuning path (TuneDB) raises CacheError with a clear message; the runtime pat
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import warnings
@@ -283,6 +284,59 @@ def test_a_folder_in_place_of_the_wal_or_shm_file_is_named(tmp_path, capsys):
     with pytest.raises(CacheError, match=f"tuned.sqlite-shm, {named}"):
         with TuneDB(str(path)) as db:
             _store(db, median=0.5)
+
+
+def _within(seconds: float, release, fn, *args):
+    """fn(*args) in a thread, which must end within ``seconds``; else ``release()`` frees it
+    (so that no blocked thread outlives the test) and the test fails."""
+    import threading
+
+    result: list = []
+    failure: list = []
+
+    def run():
+        try:
+            result.append(fn(*args))
+        except BaseException as err:  # noqa: BLE001 - handed to the test
+            failure.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        release()
+        thread.join(seconds)
+        pytest.fail(f"{getattr(fn, '__name__', fn)} hung (> {seconds} s)")
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_in_place_of_the_rollback_journal_hangs_nothing(tmp_path, capsys):
+    """Defect: a named pipe where SQLite looks for the database's rollback journal
+    (tuned.sqlite-journal) hung every reader forever, a user's model at its first call
+    included: before its first read SQLite opens a journal it finds there (to roll back an
+    unfinished write), even for a WAL database and read-only, and opening a pipe waits for a
+    writer. The runtime must fall back with one warning, and commands refuse, naming it."""
+    from cli_helpers import run_cli
+
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db)
+    journal = tmp_path / "tuned.sqlite-journal"
+    os.mkfifo(journal)
+
+    def release():  # a blocked open of the pipe for reading returns once a writer comes
+        os.close(os.open(journal, os.O_WRONLY | os.O_NONBLOCK))
+
+    winners, said = _within(20, release, _runtime_twice, str(path))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    assert "tuned.sqlite-journal" in said[0], said[0]
+    rc, _, err = _within(20, release, run_cli, capsys, "show", "--db", str(path))
+    assert rc == 2 and "tuned.sqlite-journal" in err, err
+    with pytest.raises(CacheError, match="tuned.sqlite-journal"):
+        _within(20, release, TuneDB, str(path))
 
 
 def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):

@@ -17,9 +17,9 @@ from sqlalchemy import Table, and_, delete, func, inspect, or_, select, type_coe
 from sqlalchemy import String
 from sqlalchemy.engine import Connection
 
-from .engine import (CACHE_FAILURES, check_writable, display, explain, foreign_tables,
-                     lock_schema, make_engine, no_file_there, other_database, reading,
-                     resolve_url, sqlite_file, writable_place, writing)
+from .engine import (CACHE_FAILURES, blocked_journal, check_writable, display, explain,
+                     foreign_tables, lock_schema, make_engine, no_file_there, other_database,
+                     reading, resolve_url, sqlite_file, writable_place, writing)
 from ..regular_file import create_new
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
@@ -72,6 +72,11 @@ class TuneDB:
         if path is not None and read_only and not path.is_file():
             raise CacheError(f"no winner database at {path}"
                              + (" (a folder)" if path.is_dir() else "") + " (run `flashtune tune` first)")
+        journal = blocked_journal(path) if path is not None else None
+        if journal is not None:  # SQLite would wait on a pipe there forever (see blocked_journal)
+            raise CacheError(f"cannot open {path}: {journal}, where SQLite keeps its rollback "
+                             f"journal, is {no_file_there(journal)}; move it away, or "
+                             f"{other_database(self._given)}")
         if not read_only and path is None and self._url.get_backend_name() == "sqlite":
             raise CacheError(f"{display(self._url)} is an in-memory SQLite database: it is gone "
                              "when the process ends, and the tuned winners with it. Give a file "

@@ -175,6 +175,17 @@ def no_file_there(path: Any) -> str | None:
     return "a folder" if stat.S_ISDIR(mode) else "not a regular file"
 
 
+def blocked_journal(path: Path) -> Path | None:
+    """The database's rollback journal path (``-journal``) where something other than a
+    regular file sits (a named pipe, a folder), else None; callers refuse such a database
+    before connecting. SQLite opens and reads a journal it finds there before its first read
+    (to roll back an unfinished write), even for a WAL database and a read-only reader: the
+    open of a named pipe waits for a writer forever (a model's first call hung), and a folder
+    fails as "disk I/O error"."""
+    journal = path.with_name(path.name + "-journal")
+    return journal if no_file_there(journal) not in (None, "missing") else None
+
+
 def make_engine(url: URL, timeout: float, *, read_only: bool = False) -> Engine:
     """An engine whose connections wait up to ``timeout`` seconds for locks / the server.
 

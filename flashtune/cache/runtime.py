@@ -13,8 +13,8 @@ from typing import Any, Mapping
 from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
-from .engine import (DB_ENV, CACHE_FAILURES, display, explain, hide_password, make_engine,
-                     no_file_there, reading, resolve_url, sqlite_file)
+from .engine import (DB_ENV, CACHE_FAILURES, blocked_journal, display, explain, hide_password,
+                     make_engine, no_file_there, reading, resolve_url, sqlite_file)
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, op_winner_from_row
@@ -57,6 +57,12 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
                 "missing": "does not exist"}[why]
         warn_once(where, "missing", f"flashtune winner database {path} {what} (run `flashtune "
                                     f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
+        return []
+    journal = blocked_journal(path) if path is not None else None
+    if journal is not None:  # SQLite would wait on a pipe there forever (see blocked_journal)
+        warn_once(where, "journal", f"flashtune winner database {path} cannot be read: "
+                                    f"{journal}, where SQLite keeps its rollback journal, is "
+                                    f"{no_file_there(journal)} (move it away); {_FALLBACK}")
         return []
     # Read-only: never changes the file (not even its journal mode), and works on read-only storage.
     engine = make_engine(resolved, RUNTIME_TIMEOUT_S, read_only=True)
