@@ -339,6 +339,25 @@ def test_a_pipe_in_place_of_the_rollback_journal_hangs_nothing(tmp_path, capsys)
         _within(20, release, TuneDB, str(path))
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_in_place_of_the_shm_file_is_named(tmp_path, capsys):
+    """Defect: a named pipe where SQLite keeps a WAL database's -shm file made every read fail
+    with a bare "disk I/O error" (the runtime's warning and `flashtune show`): nothing said
+    which file was wrong, or what to do."""
+    from cli_helpers import run_cli
+
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db)
+    os.mkfifo(tmp_path / "tuned.sqlite-shm")
+    winners, said = _runtime_twice(str(path))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    rc, _, err = run_cli(capsys, "show", "--db", str(path))
+    assert rc == 2
+    for message in (said[0], err):
+        assert "tuned.sqlite-shm, where SQLite keeps a file of the database" in message, message
+
+
 def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
     """Python 3.10's sqlite3 errors carry no error name: the journal beside the file says it."""
     from flashtune.cache.engine import explain, resolve_url

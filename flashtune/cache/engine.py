@@ -420,7 +420,9 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
                 "may write its folder; do not delete the journal (the database would keep the "
                 "half-done write).")
     cannot_open = "unable to open database file" in lowered or "readonly" in lowered
-    blocker = _side_file_not_a_file(url) if cannot_open else None
+    # A named pipe (or device) at the -wal or -shm path fails as "disk I/O error".
+    blocker = (_side_file_not_a_file(url) if cannot_open or "disk i/o error" in lowered
+               else None)
     if blocker is not None:
         return (f"cannot open {where}: {blocker}, where SQLite keeps a file of the database, "
                 f"is {no_file_there(blocker)} ({text}). Move it away (SQLite makes the file "
