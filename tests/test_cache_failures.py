@@ -358,6 +358,32 @@ def test_a_pipe_in_place_of_the_shm_file_is_named(tmp_path, capsys):
         assert "tuned.sqlite-shm, where SQLite keeps a file of the database" in message, message
 
 
+def test_a_database_that_cannot_be_looked_at_is_not_called_missing(tmp_path, monkeypatch):
+    """Defect: the runtime said a winner database "does not exist (run `flashtune tune` ...)"
+    where it could not look at it: a symbolic link loop at its path, or a folder on its path
+    this user may not search (a team's database in another user's folder). Tuning would not
+    help; the warning must say what is wrong."""
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    (winners, said) = _runtime_twice(str(loop))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    assert "symbolic link loop" in said[0] and "does not exist" not in said[0], said[0]
+
+    hidden = tmp_path / "private" / "tuned.sqlite"  # as if "private" were mode 0o700, not ours
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.fspath(path) == str(hidden):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    (winners, said) = _runtime_twice(str(hidden))
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    assert "permission denied" in said[0] and "does not exist" not in said[0], said[0]
+    assert "flashtune tune" not in said[0], said[0]
+
+
 def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
     """Python 3.10's sqlite3 errors carry no error name: the journal beside the file says it."""
     from flashtune.cache.engine import explain, resolve_url

@@ -4,6 +4,7 @@ turning driver errors into messages a user can act on.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shlex
@@ -173,6 +174,24 @@ def no_file_there(path: Any) -> str | None:
     if stat.S_ISREG(mode):
         return None
     return "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def why_unseen(path: Any) -> str | None:
+    """For a path no_file_there calls "missing": why it could not be looked at, where that
+    is not its absence (for messages): "is a symbolic link loop", or "cannot be looked at:
+    permission denied ..." (a folder on its path this user may not search). None when it is
+    missing (a dangling link too)."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link loop"
+        if err.errno in (errno.EACCES, errno.EPERM):
+            return ("cannot be looked at: permission denied (this user may not search a folder "
+                    "on its path)")
+    except ValueError:  # a NUL in the path
+        pass
+    return None
 
 
 def blocked_journal(path: Path) -> Path | None:

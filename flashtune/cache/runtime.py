@@ -14,7 +14,7 @@ from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, blocked_journal, display, explain, hide_password,
-                     make_engine, no_file_there, reading, resolve_url, sqlite_file)
+                     make_engine, no_file_there, reading, resolve_url, sqlite_file, why_unseen)
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, op_winner_from_row
@@ -55,8 +55,12 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
         what = {"a folder": "is a folder, not a winner database file",
                 "not a regular file": "is not a regular file (a device or pipe)",
                 "missing": "does not exist"}[why]
-        warn_once(where, "missing", f"flashtune winner database {path} {what} (run `flashtune "
-                                    f"tune`, or set FLASHTUNE_DB); {_FALLBACK}")
+        advice = "run `flashtune tune`, or set FLASHTUNE_DB"
+        unseen = why_unseen(path) if why == "missing" else None
+        if unseen is not None:  # there may well be a database: tuning would not help
+            what, advice = unseen, "set FLASHTUNE_DB to a database this user can read"
+        warn_once(where, "missing", f"flashtune winner database {path} {what} ({advice}); "
+                                    f"{_FALLBACK}")
         return []
     journal = blocked_journal(path) if path is not None else None
     if journal is not None:  # SQLite would wait on a pipe there forever (see blocked_journal)
