@@ -384,6 +384,23 @@ def test_a_database_that_cannot_be_looked_at_is_not_called_missing(tmp_path, mon
     assert "flashtune tune" not in said[0], said[0]
 
 
+def test_a_database_file_this_user_may_not_read_is_named(tmp_path, monkeypatch):
+    """Defect: a database file this user may not read (mode 0o600 of another user, in a
+    folder anyone may write) was explained as "its folder is missing or not writable". (Faked
+    with os.access: the suite may run as root, who reads any file.)"""
+    from flashtune.cache.engine import explain, resolve_url
+
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if os.fspath(p) == str(path)
+                        else real_access(p, mode, *a, **k))
+    err = sqlite3.OperationalError("unable to open database file")
+    message = explain(err, resolve_url(str(path)), 1.0)
+    assert "may not read" in message and "not writable" not in message, message
+
+
 def test_hot_journal_is_named_without_sqlite_error_names(hot_journal):
     """Python 3.10's sqlite3 errors carry no error name: the journal beside the file says it."""
     from flashtune.cache.engine import explain, resolve_url

@@ -446,6 +446,12 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
         return (f"cannot open {where}: {blocker}, where SQLite keeps a file of the database, "
                 f"is {no_file_there(blocker)} ({text}). Move it away (SQLite makes the file "
                 f"again), or {other_database(given)}.")
+    path = sqlite_file(url)
+    if (cannot_open and path is not None and no_file_there(path) is None
+            and not os.access(path, os.R_OK)):
+        # The file itself, not its folder (which the advice below would blame)
+        return (f"cannot read {where}: this user may not read the file (permission denied) "
+                f"({text}). Ask its owner for read access, or {other_database(given)}.")
     if cannot_open:
         # Readers too: SQLite reads a WAL database only where it may make the -shm file
         # beside it (unless nobody at all can write there), so a team database in another
