@@ -194,6 +194,21 @@ def test_float64_oracles_keep_nan_from_inputs_like_sdpa(device):
             assert torch.equal(sampled.isnan(), ref[b, h].isnan()), (causal, b, h)
 
 
+def test_the_benchmark_oracle_reads_each_heads_own_kv_head_under_gqa(device):
+    """The benchmark's float64 oracle indexed k and v by the query head, so with fewer kv
+    heads than query heads it checked against the wrong head (or failed to index)."""
+    from flashtune.bench.checks import attention_oracle
+
+    q, k, v = _qkv(device, nq=10, nk=12, h=6, hkv=2, b=2)
+    rows = torch.arange(10, device=device)
+    for causal in (False, True):
+        ref, _ = attention_ref(q, k, v, causal)
+        pairs = [(0, 0), (0, 4), (1, 3), (1, 5)]
+        sampled = attention_oracle(q, k, v, causal, pairs, rows)
+        for i, (b, h) in enumerate(pairs):
+            torch.testing.assert_close(sampled[i], ref[b, h].double(), atol=1e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize("persistent", [False, True])
 def test_a_whole_key_tile_of_minus_inf_scores_is_ignored_like_torch(device, persistent):
     """Keys whose scores are all -inf (k = -inf, q > 0) drop out of the softmax in torch; a
