@@ -337,6 +337,40 @@ def test_export_never_creates_a_database(tmp_path, capsys):
     assert not missing.parent.exists() and not (tmp_path / "o.json").exists()
 
 
+def _unsearchable(monkeypatch, path):
+    """os.stat of path fails as in a folder this user may not search (tests run as root)."""
+    real_stat = os.stat
+
+    def stat_(target, *args, **kwargs):
+        if os.fspath(target) == str(path):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_)
+
+
+def test_export_names_a_database_it_cannot_look_at(tmp_path, capsys, monkeypatch):
+    # Defect: a symbolic link loop at the database path was "no winner database at ... (run
+    # `flashtune tune` first)", and a folder on its path this user may not search was a bare
+    # "[Errno 13] Permission denied: '...'" (TuneDB(read_only=True) asked Path.is_file).
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    rc, _, err = _cli(capsys, "export", str(tmp_path / "o.json"), "--db", str(loop))
+    assert rc == 2 and "symbolic link loop" in err and str(loop) in err, err
+    assert "flashtune tune" not in err and "no winner database" not in err, err
+    _one_line_error(err, "export")
+    hidden = tmp_path / "private" / "tuned.sqlite"
+    _store(f"sqlite:///{hidden}")
+    _unsearchable(monkeypatch, hidden)
+    rc, _, err = _cli(capsys, "export", str(tmp_path / "o.json"), "--db", str(hidden))
+    assert rc == 2 and "permission denied" in err and str(hidden) in err, err
+    assert "[Errno" not in err and "flashtune tune" not in err, err
+    _one_line_error(err, "export")
+    assert not (tmp_path / "o.json").exists()
+    with pytest.raises(CacheError, match="permission denied"):
+        TuneDB(f"sqlite:///{hidden}", read_only=True)
+
+
 def test_export_target_errors_and_file_mode(tmp_path, capsys):
     path = tmp_path / "tuned.sqlite"
     _store(f"sqlite:///{path}")

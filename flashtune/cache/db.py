@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from .engine import (CACHE_FAILURES, blocked_journal, check_writable, display, explain,
                      foreign_tables, lock_schema, make_engine, no_file_there, other_database,
-                     reading, resolve_url, sqlite_file, writable_place, writing)
+                     reading, resolve_url, sqlite_file, why_unseen, writable_place, writing)
 from ..regular_file import create_new
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
@@ -69,9 +69,18 @@ class TuneDB:
         self._no_trials = False
         self._empty = False
         path = sqlite_file(self._url)
-        if path is not None and read_only and not path.is_file():
-            raise CacheError(f"no winner database at {path}"
-                             + (" (a folder)" if path.is_dir() else "") + " (run `flashtune tune` first)")
+        if path is not None and read_only:
+            why = no_file_there(path)
+            # A link loop or a folder on the path this user may not search is no missing
+            # database (tuning would not help): said so, not "run `flashtune tune` first".
+            unseen = why_unseen(path) if why == "missing" else None
+            if unseen is not None:
+                raise CacheError(f"winner database {path} {unseen}; "
+                                 f"{other_database(self._given)}")
+            if why is not None:
+                raise CacheError(f"no winner database at {path}"
+                                 + (" (a folder)" if why == "a folder" else "")
+                                 + " (run `flashtune tune` first)")
         journal = blocked_journal(path) if path is not None else None
         if journal is not None:  # SQLite would wait on a pipe there forever (see blocked_journal)
             raise CacheError(f"cannot open {path}: {journal}, where SQLite keeps its rollback "
