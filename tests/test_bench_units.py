@@ -128,6 +128,16 @@ def test_tuning_history_without_database(tmp_path):
     assert not path.exists()  # reading never creates a database
 
 
+def test_tuning_history_does_not_call_a_link_loop_a_missing_database(tmp_path):
+    # Defect: "no winner database at ..." where a symbolic link loop sits at the path (or a
+    # folder on it may not be searched): the note says what is wrong instead.
+    path = tmp_path / "loop.sqlite"
+    path.symlink_to(path)
+    history = tuning_history(f"sqlite:///{path}")
+    assert history["problems"] == [] and "symbolic link loop" in history["note"], history
+    assert "no winner database" not in history["note"], history
+
+
 def test_tuning_history_leaves_out_winners_of_other_families(tmp_path):
     """A winner of another family hash (tuned by another flashtune version: other templates
     or tunables) is not served, so the history does not show it, whatever its trial count."""

@@ -63,6 +63,35 @@ def test_show_without_database(fresh_db, capsys):
     assert not fresh_db.exists()
 
 
+@pytest.mark.parametrize("command", [["show"], ["clear"], ["clear", "--yes"]])
+@pytest.mark.parametrize("why", ["link loop", "permission denied"])
+def test_show_and_clear_do_not_call_an_unreadable_database_missing(fresh_db, capsys, monkeypatch,
+                                                                   command, why):
+    # Defect: a database behind a symbolic link loop, or in a folder this user may not search
+    # (a team's database in another user's folder), was "no winner database at ... (run
+    # `flashtune tune` first)" / "nothing to clear", exit 0: info.database_missing read any
+    # failed stat as a missing file. It is a database the command cannot use: exit 2, and
+    # the message names the path and the reason.
+    import os
+
+    if why == "link loop":
+        fresh_db.symlink_to(fresh_db)
+    else:
+        seed(fresh_db, "softmax", "float32", (8, 64), row_config(64))
+        real_stat = os.stat
+
+        def stat_(target, *args, **kwargs):  # as if its folder were another user's 0o700 one
+            if os.fspath(target) == str(fresh_db):
+                raise PermissionError(13, "Permission denied", str(target))
+            return real_stat(target, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", stat_)
+    assert main(command) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"flashtune {command[0]}: error: "), (out, err)
+    assert str(fresh_db) in err and why in err and "flashtune tune" not in err, err
+
+
 def test_show_marks_stale_winners(fresh_db, capsys):
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64), family_hash="f" * 16)
     assert main(["show"]) == 0
