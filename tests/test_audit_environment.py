@@ -54,6 +54,32 @@ def test_writers_name_what_is_at_the_database_path(tmp_path, what, capsys):
     assert os.path.lexists(path) and not path.is_file()  # left as it was
 
 
+def test_writers_name_a_folder_on_the_path_they_may_not_search(tmp_path, monkeypatch, capsys):
+    # Defect: import / tune read a database in a folder this user may not search as missing
+    # (no_file_there), tried to create it, and SQLite then said "its folder is missing or not
+    # writable": the folder is there, and the reason is a permission on it.
+    from flashtune.cli import main as cli_main
+
+    path = tmp_path / "private" / "tuned.sqlite"
+    with TuneDB(str(path)):
+        pass
+    real_stat = os.stat
+
+    def stat_(target, *args, **kwargs):  # tests run as root: as if "private" were 0o700, not ours
+        if os.fspath(target) == str(path):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_)
+    with pytest.raises(CacheError, match="permission denied"):
+        TuneDB(str(path))
+    export = tmp_path / "winners.json"
+    export.write_text('{"format": "flashtune-winners", "schema_version": 1, "winners": []}')
+    assert cli_main(["import", str(export), "--db", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "permission denied" in err and str(path) in err and "missing" not in err, err
+
+
 @pytest.mark.parametrize("value, interprets", [("false", False), ("off", False), ("2", False),
                                                ("0", False), ("1", True), ("true", True)])
 def test_triton_interpret_is_read_as_triton_reads_it(monkeypatch, capsys, value, interprets):

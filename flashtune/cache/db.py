@@ -6,7 +6,6 @@ Every write is one short upsert in its own transaction. Every failure of the dat
 
 from __future__ import annotations
 
-import errno
 import os
 import warnings
 from contextlib import contextmanager
@@ -69,14 +68,14 @@ class TuneDB:
         self._no_trials = False
         self._empty = False
         path = sqlite_file(self._url)
+        # A link loop or a folder on the path this user may not search is no missing database:
+        # a reader is not told "run `flashtune tune` first", a writer does not try to create
+        # one there (SQLite then blamed a "missing or not writable" folder).
+        unseen = why_unseen(path) if path is not None else None
+        if unseen is not None:
+            raise CacheError(f"winner database {path} {unseen}; {other_database(self._given)}")
         if path is not None and read_only:
             why = no_file_there(path)
-            # A link loop or a folder on the path this user may not search is no missing
-            # database (tuning would not help): said so, not "run `flashtune tune` first".
-            unseen = why_unseen(path) if why == "missing" else None
-            if unseen is not None:
-                raise CacheError(f"winner database {path} {unseen}; "
-                                 f"{other_database(self._given)}")
             if why is not None:
                 raise CacheError(f"no winner database at {path}"
                                  + (" (a folder)" if why == "a folder" else "")
@@ -94,8 +93,6 @@ class TuneDB:
             # SQLite opens a folder or a pipe there and says "unable to open database file"
             # (read as a missing or unwritable folder) or "disk I/O error".
             why = no_file_there(path)
-            if why == "missing" and _link_loop(path):
-                why = "a symbolic link loop"
             if why not in (None, "missing"):
                 raise CacheError(f"{path} is {why}, not a winner database file; give the path "
                                  "of a file (--db, or FLASHTUNE_DB)")
@@ -378,15 +375,6 @@ def device_filter(table: Table, device: DeviceInfo | None) -> list:
         raise TypeError(f"device must be a DeviceInfo or None, got {type(device).__name__}")
     return _match(table, {"device_name": device.name, "capability": device.capability,
                           "sm_count": device.sm_count, "triton_version": device.triton_version})
-
-
-def _link_loop(path: Any) -> bool:
-    """Whether following the link at path never ends (ELOOP)."""
-    try:
-        os.stat(path)
-    except OSError as err:
-        return err.errno == errno.ELOOP
-    return False
 
 
 def _same_file(a: Any, b: Any) -> bool:
