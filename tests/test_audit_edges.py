@@ -94,6 +94,32 @@ def test_env_says_what_is_at_a_database_path_that_holds_no_file(capsys, monkeypa
     assert rc == 0 and "(a folder, not a database file)" in line, out
 
 
+def test_env_does_not_call_a_database_it_cannot_look_at_not_created(capsys, monkeypatch,
+                                                                     tmp_path):
+    # Defect: a symbolic link loop at the database path, or a folder on it this user may not
+    # search, was reported "(not created yet)", where show, tune and the runtime say why
+    # they cannot read it.
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    monkeypatch.setenv("FLASHTUNE_DB", str(loop))
+    rc, out, err = _cli(capsys, "env")
+    line = next(line for line in out.splitlines() if line.startswith("database"))
+    assert rc == 0 and "symbolic link loop" in line and "not created" not in line, out
+    hidden = tmp_path / "private" / "tuned.sqlite"
+    real_stat = os.stat
+
+    def stat_(target, *args, **kwargs):  # tests run as root: as if "private" were 0o700, not ours
+        if os.fspath(target) == str(hidden):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_)
+    monkeypatch.setenv("FLASHTUNE_DB", str(hidden))
+    rc, out, err = _cli(capsys, "env")
+    line = next(line for line in out.splitlines() if line.startswith("database"))
+    assert rc == 0 and "permission denied" in line and "not created" not in line, out
+
+
 @pytest.mark.parametrize("url", ["postgresql://user:secretpw@host/db",  # valid
                                  "postgresql://user@srv:secretpw@host/db",  # "@" in the user
                                  "mysql://user:secretpw@host/db",  # unsupported backend

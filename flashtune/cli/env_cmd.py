@@ -34,7 +34,7 @@ def run(args) -> int:
     import flashtune
 
     from .. import paths
-    from ..cache.engine import hide_password, no_file_there
+    from ..cache.engine import hide_password, no_file_there, why_unseen
     from ..dispatch.info import current_device_info, database_location
 
     lines: list[tuple[str, str]] = []
@@ -63,8 +63,10 @@ def run(args) -> int:
     if path is not None:
         # what show, tune and the runtime find there: a folder or a device is no database
         why = no_file_there(path)
-        url += "  (exists)" if why is None else "  (not created yet)" if why == "missing" \
-            else f"  ({why}, not a database file)"
+        # a link loop or a folder on the path this user may not search: no missing file
+        unseen = why_unseen(path) if why == "missing" else None
+        url += "  (exists)" if why is None else f"  ({unseen})" if unseen is not None \
+            else "  (not created yet)" if why == "missing" else f"  ({why}, not a database file)"
     lines.append(("database", url))
     try:
         folder, kernels = paths.cache_dir(), paths.kernel_dir()
