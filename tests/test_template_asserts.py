@@ -12,9 +12,12 @@ CompileTimeAssertionFailure: both carry the assert's message.
 from __future__ import annotations
 
 import ast
+import contextlib
+import re
 
 import pytest
 import torch
+from triton.runtime.errors import OutOfResources, PTXASError
 
 from attention_cases import Shape, check_case, config, make_qkv
 from flashtune.gen import loader, render
@@ -171,8 +174,29 @@ _VALID_ATTENTION = [
 def test_attention_configs_of_the_space_pass_their_static_asserts(knobs, shape, dtype, device):
     q, k, v = make_qkv(shape, dtype, device)
     for causal in (False, True):
-        out, lse = attention_forward(q, k, v, causal, None, True, config=config(**knobs))
+        try:
+            out, lse = attention_forward(q, k, v, causal, None, True, config=config(**knobs))
+        except (PTXASError, OutOfResources):
+            # Compiled: the front end, asserts included, has passed; ptxas or the launch then
+            # refuses a tile too large for this GPU (256 x 256 on an H100), which the tuner
+            # counts as a failed trial. The interpreter runs every config here.
+            assert device == "cuda"
+            continue
         assert check_case(out, lse, q, k, v, causal) is None
+
+
+@contextlib.contextmanager
+def _fails_naming(message: str):
+    """The block raises, and the message is on its exception chain: compiled, a failed assert
+    in a @triton.jit function that the kernel calls (_attn_tile) surfaces as a CompilationError
+    at the call site, with the assert's own message on the chain of causes below it."""
+    with pytest.raises(Exception) as info:
+        yield
+    texts, error = [], info.value
+    while error is not None and len(texts) < 16:
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert any(re.search(message, text) for text in texts), texts
 
 
 def _attention_inputs(device, dtype=torch.float16, head_dim=64):
@@ -187,7 +211,7 @@ def _attention_inputs(device, dtype=torch.float16, head_dim=64):
 ], ids=["BLOCK_M8", "BLOCK_N48", "BLOCK_N512-persistent"])
 def test_an_attention_config_outside_the_space_fails_its_static_assert(knobs, message, device):
     module = _unvalidated_module("attention_fwd", config(**knobs))
-    with pytest.raises(Exception, match=message):
+    with _fails_naming(message):
         module.launch(*_attention_inputs(device))
 
 
@@ -195,11 +219,11 @@ def test_attention_launch_facts_outside_the_rules_fail_their_static_asserts(devi
     """What attention_ops and the space's misfit check before a launch, asserted by the kernel
     too: pv_acc fp16 with bf16 inputs, a BLOCK_D narrower than the head dim."""
     module = _unvalidated_module("attention_fwd", config(pv_acc="fp16"))
-    with pytest.raises(Exception, match="needs float16 inputs"):
+    with _fails_naming("needs float16 inputs"):
         module.launch(*_attention_inputs(device, torch.bfloat16))
     module = _unvalidated_module("attention_fwd", config(BLOCK_M=32))
     monkeypatch.setattr(module, "_block_d", lambda head_dim: 32)
-    with pytest.raises(Exception, match="BLOCK_D must be >= HEAD_DIM"):
+    with _fails_naming("BLOCK_D must be >= HEAD_DIM"):
         module.launch(*_attention_inputs(device))
 
 
