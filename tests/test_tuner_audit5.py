@@ -124,3 +124,47 @@ def test_grid_mode_keeps_its_measurements_in_the_journal_and_resumes(tmp_path):
     again = tune_problem(PROBLEM, third, device="cpu", options=tpe, candidates=candidates(),
                          study_name="g")
     assert third.measured == [] and again.winner is not None
+
+
+class LostAfter(LocalRunner):
+    """A worker that cannot set the problem up again after a restart (out of memory while
+    the killed worker's memory is still held): measure and retime raise WorkerError, as
+    ProcessRunner's re-setup does, after ``good`` trials."""
+
+    def __init__(self, *args, good: int, retime_lost: bool = True):
+        super().__init__(*args)
+        self.good, self.retime_lost = good, retime_lost
+
+    def measure(self, config):
+        from flashtune.tuner.worker import WorkerError
+
+        if self.good == 0:
+            raise WorkerError("worker could not set up softmax: planted out of memory")
+        self.good -= 1
+        return super().measure(config)
+
+    def retime(self, configs, rounds):
+        from flashtune.tuner.worker import WorkerError
+
+        if self.retime_lost:
+            raise WorkerError("worker could not set up softmax: planted out of memory")
+        return super().retime(configs, rounds)
+
+
+@pytest.mark.parametrize("mode", ["tpe", "grid"])
+@pytest.mark.parametrize("retime_lost", [True, False])
+def test_a_worker_lost_mid_search_keeps_the_configs_it_measured(tmp_path, mode, retime_lost):
+    # Was: the WorkerError of a failed re-setup after a worker restart ended the problem with
+    # "worker could not set up ...", no winner stored, though configs had passed and been timed.
+    db = TuneDB(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    opts = SessionOptions(tune=TuneOptions(mode=mode, n_trials=5, top_k=2, retime_rounds=1),
+                          timing=FAST, isolate=False, progress=False)
+    try:
+        result = run_session([PROBLEM], db, opts, device="cpu",
+                             runner=LostAfter(None, FAST, good=2, retime_lost=retime_lost))
+        (p,) = result.problems
+        assert len(p.measured) == 2 and p.winner is not None, p.error
+        assert "planted out of memory" in p.stopped_by
+        assert [w.trials for w in db.winners()] == [2]
+    finally:
+        db.close()

@@ -213,10 +213,19 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     total = min(options.n_trials, len(kept))
     if progress is not None:
         progress.start(tp.label(), total)
-    if options.mode == "grid":
-        _run_grid(search, space, seeds, result, study_name or tp.label())
-    else:
-        _run_optuna(search, space, seeds, result, study_name or tp.label())
+    try:
+        if options.mode == "grid":
+            _run_grid(search, space, seeds, result, study_name or tp.label())
+        else:
+            _run_optuna(search, space, seeds, result, study_name or tp.label())
+    except WorkerError as err:
+        # The worker could not set the problem up again after a restart (a faulting or hung
+        # trial killed it): the configs measured so far still choose a winner, as when the
+        # trial count ends a search. With nothing measured the session reports the error.
+        if not result.measured:
+            raise
+        lines = str(err).strip().splitlines()
+        result.stopped_by = f"worker lost ({lines[0] if lines else type(err).__name__})"
     result.search_s = time.monotonic() - search.t0
     _finish(search, result, defaults)
     if progress is not None:
@@ -444,7 +453,10 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
     if not finalists:
         result.error = result.error or "no candidate passed (every measured config failed)"
         return
-    retimed = search.runner.retime(finalists, search.options.retime_rounds)
+    try:
+        retimed = search.runner.retime(finalists, search.options.retime_rounds)
+    except WorkerError as err:  # no worker to re-time in: as a re-timing that lost its worker
+        retimed = [Measurement.failed(str(err), fatal=True) for _ in finalists]
     pairs = list(zip(finalists, retimed))
     if not any(m.ok for _, m in pairs):
         # Re-timing failed (the worker lost): fall back to the trial times, but never for a
