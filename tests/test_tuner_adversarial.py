@@ -194,6 +194,27 @@ def test_problem_whose_every_candidate_fails_is_named_and_the_others_still_win(
         assert len(failed) == 3 and all("planted" in t.error for t in failed)
 
 
+def test_a_problem_whose_every_trial_failed_says_why(tmp_path, monkeypatch, capsys):
+    # Was: "no winner for ...: no candidate passed (every measured config failed)" and nothing
+    # more, whatever the cause (every trial past --trial-timeout, a Triton that compiles no
+    # variant): the reason was only in the database's trial rows.
+    from flashtune.tuner.adapter import SoftmaxAdapter
+
+    _fast_candidates(monkeypatch)
+
+    def launch(self, op, config, case):
+        raise RuntimeError(f"planted: cannot launch\nwith num_warps={config['num_warps']}")
+
+    monkeypatch.setattr(SoftmaxAdapter, "launch", launch)
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    rc = main(["tune", "--interpret", "--no-isolate", "--quiet", "--db", url, "--trials", "3",
+               "--problem", PROBLEMS[0]])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert (f"no winner for {PROBLEMS[0]}: no candidate passed (3 of 3 measured configs "
+            "failed: launch error: RuntimeError: planted: cannot launch)") in err, err
+
+
 class TableRunner:
     """Answers from a table: the session's database writes without kernels."""
 

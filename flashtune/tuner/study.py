@@ -427,6 +427,21 @@ def _run_optuna(search: _Search, space: SearchSpace, seeds, result: ProblemResul
         search.measure_many(configs, result, after=tell)
 
 
+def _all_failed(measured: list[tuple[dict, Measurement]]) -> str:
+    """Why a problem has no winner when every measured config failed: the most frequent reason
+    (every trial past --trial-timeout, a Triton that compiles no variant), which the user would
+    otherwise find only in the database's trial rows."""
+    from collections import Counter
+
+    reasons = Counter(((m.error or "").strip().splitlines() or ["failed"])[0] for _, m in measured)
+    if not reasons:
+        return "no candidate passed (no config was measured)"
+    reason, count = reasons.most_common(1)[0]
+    n = len(measured)
+    return (f"no candidate passed ({n} of {n} measured configs failed"
+            + (f": {reason})" if count == n else f", most often ({count}): {reason})"))
+
+
 def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
     """Re-time the top few round-robin and choose the winner by the fixed rule.
 
@@ -451,7 +466,7 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
             seen.add(canonical(c))
             finalists.append(dict(c))  # a plain dict, as the measured finalists are
     if not finalists:
-        result.error = result.error or "no candidate passed (every measured config failed)"
+        result.error = result.error or _all_failed(result.measured)
         return
     try:
         retimed = search.runner.retime(finalists, search.options.retime_rounds)
