@@ -153,6 +153,58 @@ def test_interrupt_keeps_finished_winners_and_trials_and_leaves_no_worker(tmp_pa
         db.close()
 
 
+HANGING_PARENT = r"""
+import sys
+from flashtune.gen.softmax_space import OPS, SoftmaxProblem
+from flashtune.tuner.precompile import Precompiler
+from flashtune.tuner.worker import ProcessRunner, Task
+from tuner_planted import HangingAdapter, hang
+
+if sys.argv[2] == "pool":  # a compile process of --precompile-workers
+    Precompiler(1, "cpu")._ensure_pool().apply_async(hang, (sys.argv[1],)).get()
+runner = ProcessRunner(HangingAdapter(sys.argv[1]), trial_timeout_s=600)
+runner.setup(Task("softmax", SoftmaxProblem(8, 100, "float32"), "cpu"))
+print(runner.measure(OPS["softmax"].space.complete(dict(regime="row", block=128,
+                                                        rows_per_program=4, num_warps=1))))
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("child", ["worker", "pool"])
+def test_a_child_in_a_hung_trial_or_compile_does_not_outlive_a_killed_tune(tmp_path, child):
+    # kill -9 of a tune that looks stuck (the OOM killer, a scheduler's hard stop): its worker,
+    # in a trial that never ends, was left running for ever (on a GPU, holding the device).
+    pid_file = tmp_path / "worker.pid"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    parent = subprocess.Popen([sys.executable, "-c", HANGING_PARENT, str(pid_file), child], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert parent.poll() is None and time.monotonic() < deadline, "no trial started"
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = _running(worker)
+        if alive:
+            os.kill(worker, signal.SIGKILL)
+        assert not alive, f"the {child} process outlived its killed parent"
+    finally:
+        parent.kill()
+
+
 def _fast_candidates(monkeypatch):
     monkeypatch.setattr(SoftmaxFamily, "candidates", staticmethod(five_candidates))
 

@@ -49,6 +49,27 @@ class FlakyAdapter(SoftmaxAdapter):
         self.launched.add(key)
 
 
+def hang(pid_file) -> None:
+    """Write this process's pid to ``pid_file``, then never return (a kernel or a compile stuck
+    in an endless loop), so a test can see whether the process outlives its parent."""
+    import time
+
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(0.1)
+
+
+class HangingAdapter(SoftmaxAdapter):
+    """Every launch hangs (see ``hang``)."""
+
+    def __init__(self, pid_file):
+        self.pid_file = str(pid_file)
+
+    def launch(self, op, config, case):
+        hang(self.pid_file)
+
+
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 

@@ -15,9 +15,10 @@ recording the error properly. Used on CUDA only (the interpreter compiles nothin
 from __future__ import annotations
 
 import multiprocessing
+import os
 from typing import Any, Mapping
 
-from .worker import Task, wait_limit
+from .worker import Task, die_with_parent, wait_limit
 
 
 class _ShapeOnly:
@@ -52,11 +53,13 @@ class _ShapeOnly:
 _COMPILE_ONLY = False  # set in pool processes once the compile-only launch is in place
 
 
-def _init_child(device: str) -> None:
+def _init_child(device: str, parent_pid: int | None = None) -> None:
     # Never raise here: a failing Pool initializer makes the pool respawn processes forever.
     global _COMPILE_ONLY
     import signal
 
+    if parent_pid is not None:
+        die_with_parent(parent_pid)  # a compile that never ends must not outlive a killed tune
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it terminates the pool
     try:
         import torch
@@ -111,7 +114,8 @@ class Precompiler:
     def _ensure_pool(self):
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = ctx.Pool(self.workers, initializer=_init_child, initargs=(self.device,))
+            self._pool = ctx.Pool(self.workers, initializer=_init_child,
+                                  initargs=(self.device, os.getpid()))
         return self._pool
 
     @staticmethod

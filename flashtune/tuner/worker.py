@@ -16,6 +16,7 @@ started on the next request, with the current problem set up again. The sweep go
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 import traceback
@@ -223,8 +224,33 @@ class LocalRunner:
         self.task, self.case = None, None
 
 
-def _serve(conn, adapter, timing: TimingOptions) -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this child process when its parent dies (Linux; elsewhere a no-op).
+
+    A parent that is killed outright (kill -9, the OOM killer, a scheduler's hard stop) cannot
+    stop its children: one in a trial or compile that never ends (a kernel in an endless loop)
+    would otherwise run on for ever, holding its GPU. The child reads its requests from a pipe
+    and only notices a dead parent when it next reads. (The signal comes when the thread that
+    started the child ends: the runner's and the pool's are started by the thread tuning.)"""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no libc prctl (a static or unusual build): as before
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl: no signal will come
+        os._exit(1)
+
+
+def _serve(conn, adapter, timing: TimingOptions, parent_pid: int | None = None) -> None:
     """The worker child's loop: one request, one reply; exits after a fatal fault."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     # Ctrl-C reaches the whole process group: the parent handles it (and kills this process);
     # here it would only print a second traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -289,7 +315,7 @@ class ProcessRunner:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")  # fork would inherit a (broken) CUDA context
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self.adapter, self.timing),
+        proc = ctx.Process(target=_serve, args=(child, self.adapter, self.timing, os.getpid()),
                            name="flashtune-tune-worker", daemon=True)
         proc.start()
         child.close()
