@@ -267,6 +267,30 @@ def test_a_problem_whose_every_trial_failed_says_why(tmp_path, monkeypatch, caps
             "failed: launch error: RuntimeError: planted: cannot launch)") in err, err
 
 
+def test_a_tune_whose_winner_loses_to_the_stored_one_says_so(tmp_path, monkeypatch, capsys):
+    # Was: "softmax:float32:8x100: 2.1 ms with {...}" and "1/1 problems tuned ...; winners
+    # stored in ...", while the database kept its faster winner of an earlier run (faster
+    # replaces slower): `flashtune show` then listed another config than the tune reported.
+    from flashtune.cache import DeviceInfo
+    from flashtune.gen import template_family_hash
+
+    _fast_candidates(monkeypatch)
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    tp = parse_problem(PROBLEMS[0])
+    earlier, _ = five_candidates(tp.op, tp.problem, "cpu", None)
+    with TuneDB(url) as db:
+        assert db.upsert_winner(DeviceInfo.current("cpu"), template_family_hash(tp.op), tp.key(),
+                                earlier[0], median_ms=1e-6, p20_ms=1e-6, p80_ms=1e-6, trials=1)
+    rc = main(["tune", "--interpret", "--no-isolate", "--db", url, "--trials", "2", "--top-k",
+               "1", "--problem", PROBLEMS[0]])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert "1/1 problems tuned" in out
+    assert "the stored winner of an earlier run is faster (1e-06 ms) and stays" in out + err
+    with TuneDB(url) as db:
+        assert [w.median_ms for w in db.winners()] == [1e-6]
+
+
 class TableRunner:
     """Answers from a table: the session's database writes without kernels."""
 

@@ -341,7 +341,7 @@ def run(args) -> int:
         print(f"flashtune tune: {err}", file=sys.stderr)
         return 1
     from ..cache import TuneDB
-    from ..tuner.session import TuneInterrupted, first_line, run_session
+    from ..tuner.session import TuneInterrupted, first_line, kept_stored, run_session
 
     # After the other checks (a journal file it creates stays, even when the run stops on a bad
     # argument or no GPU), before the database is made.
@@ -358,6 +358,9 @@ def run(args) -> int:
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
           f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.where}"
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
+    for p in result.problems:
+        if p.kept_stored_ms is not None:  # what `flashtune show` lists is not this run's pick
+            print(f"flashtune tune: {p.label}: {kept_stored(p)}")
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
     return 1 if failed else 0

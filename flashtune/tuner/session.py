@@ -135,9 +135,12 @@ class _Recorder:
     def winner(self, result: ProblemResult) -> None:
         m = result.winner_ms
         with self._naming_the_problem():
-            self.db.upsert_winner(self.device, self.family, self.key, result.winner,
-                                  median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
-                                  trials=len(result.measured))
+            stored = self.db.upsert_winner(self.device, self.family, self.key, result.winner,
+                                           median_ms=m.median_ms, p20_ms=m.p20_ms,
+                                           p80_ms=m.p80_ms, trials=len(result.measured))
+            if not stored:  # an earlier run's faster winner stays: say so, not "stored"
+                kept = self.db.winner(self.device, self.family, self.key)
+                result.kept_stored_ms = kept.median_ms if kept is not None else m.median_ms
 
 
 def run_session(problems, db, options: SessionOptions | None = None, *, runner=None,
@@ -247,7 +250,12 @@ def _summary(r: ProblemResult) -> str:
         return f"{r.label}: no winner ({first_line(r.error)})"
     fails = len(r.failed)
     return (f"{r.label}: {r.winner_ms.median_ms:.4f} ms with {r.winner} "
-            f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, {r.wall_s:.1f} s)")
+            f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, {r.wall_s:.1f} s)"
+            + (f"; not stored: {kept_stored(r)}" if r.kept_stored_ms is not None else ""))
+
+
+def kept_stored(r: ProblemResult) -> str:
+    return f"the stored winner of an earlier run is faster ({r.kept_stored_ms:.4g} ms) and stays"
 
 
 def first_line(error: str | None) -> str:

@@ -78,6 +78,9 @@ class ProblemResult:
     wall_s: float = 0.0
     search_s: float = 0.0  # the part of wall_s that the time budget governs (the search)
     error: str | None = None
+    # The median of a winner stored by an earlier run that stayed because it is faster than
+    # this run's (faster replaces slower in the cache); None when this run's winner was stored.
+    kept_stored_ms: float | None = None
 
     @property
     def failed(self) -> list[tuple[dict, Measurement]]:
