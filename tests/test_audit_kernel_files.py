@@ -287,6 +287,37 @@ def test_report_refuses_what_is_not_a_regular_file(tmp_path, capsys):
         assert rc == 2 and "not a regular file" in err, err
 
 
+@pytest.mark.parametrize("case, words", [
+    ("unreadable", "r.json: cannot read (Permission denied)"),
+    ("unsearchable", "r.json: cannot be looked at: permission denied (this user may not search"),
+    ("loop", "r.json: is a symbolic link loop"),
+    ("missing", "r.json: cannot read (No such file or directory)"),
+])
+def test_report_names_a_file_it_cannot_read_and_why(tmp_path, monkeypatch, capsys, case, words):
+    # Defect (audit): `flashtune report FILE` said only "error: [Errno 13] Permission denied:
+    # 'd/r.json'" (or Errno 40 / Errno 2), not the path and the reason in words as import does.
+    from flashtune.bench import report as report_mod
+
+    path = tmp_path / "r.json"
+    if case == "loop":
+        path.symlink_to(path)
+    elif case != "missing":
+        path.write_text("{}")
+        real_stat = os.stat
+
+        def denied(*args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(path))
+
+        # tests run as root, which reads any file: the refusals are simulated
+        monkeypatch.setattr(report_mod, "open_regular_file", denied)
+        if case == "unsearchable":  # a folder on the path this user may not search
+            monkeypatch.setattr(os, "stat", lambda p, *a, **k: denied() if str(p) == str(path)
+                                else real_stat(p, *a, **k))
+    rc, _, err = _cli(capsys, "report", str(path))
+    assert rc == 2 and words in err, err
+    assert "Errno" not in err, err
+
+
 def test_source_path_names_a_file_that_is_there(tmp_path, monkeypatch, capsys):
     # Defect (audit): `flashtune source --path` printed where the source would go, but wrote
     # nothing: the path named no file until some model had run that very variant.

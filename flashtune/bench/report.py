@@ -31,6 +31,14 @@ def _read_result(path: Path) -> bytes:
     except NotARegularFile:
         raise ValueError(f"{path}: not a regular file (a folder, device, pipe or socket); "
                          f"give the {JSON_NAME} of a bench run") from None
+    except OSError as err:
+        # The path and the reason in words, as `flashtune import` says them: the bare
+        # "[Errno 13] Permission denied: 'd/r.json'" reached the user otherwise. A link loop or
+        # a folder on the path this user may not search is said as the other commands say it.
+        from ..cache.engine import why_unseen
+
+        unseen = why_unseen(path)
+        raise OSError(f"{path}: {unseen or f'cannot read ({err.strerror or err})'}") from None
     with handle:
         raw = handle.read(MAX_RESULT_BYTES + 1)
     if len(raw) > MAX_RESULT_BYTES:
