@@ -75,6 +75,32 @@ def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, cap
     assert not db.exists()
 
 
+@pytest.mark.parametrize("where, needles", [
+    ("locked/j.log", ("cannot be looked at: permission denied",)),
+    ("locked/sub/j.log", ("cannot be looked at: permission denied",)),
+    ("a" * 300, ("cannot be looked at", "File name too long")),
+])
+def test_tune_names_a_journal_path_it_cannot_look_at(tmp_path, capsys, monkeypatch, where, needles):
+    # Defect (audit): a --journal in a folder this user may not search (or a name too long for
+    # the file system) ended as a bare "error: [Errno 13] Permission denied: 'j/x.log'" without
+    # "--journal": Path.is_dir() raises for anything but a missing path.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_stat = os.stat
+
+    def stat_as_a_user(path, *args, **kwargs):  # tests run as root, which may search any folder
+        if str(path).startswith(str(locked) + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_as_a_user)
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", str(tmp_path / where), "--db", str(db))
+    _one_line_error(rc, err, "tune", "--journal", where[:50], *needles)
+    assert "Errno" not in err and not db.exists()
+
+
 def test_tune_with_no_problem_for_the_ops_and_dtypes_is_an_error_line(tmp_path, capsys):
     # Defect: `--ops attention_fwd --dtypes float32` (attention has no float32 problems)
     # exited 2 with "flashtune tune: no problems: ...", not the "flashtune tune: error: ..."

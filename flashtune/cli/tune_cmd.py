@@ -175,6 +175,17 @@ def _check_journal(journal: str | None) -> None:
         _check_journal_url(journal)
         return
     path = expand_home(journal, "--journal")
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # a journal still to be made; a parent that is no folder is said below
+    except OSError as err:
+        # Path.is_dir() below raises for anything but a missing path (a folder on the path this
+        # user may not search, a name too long): the bare "[Errno 13] ..." did not name --journal.
+        from ..cache.engine import why_unseen
+
+        reason = why_unseen(path) or f"cannot be looked at ({err.strerror or err})"
+        raise ValueError(f"--journal: {journal} {reason}") from None
     if not path.parent.is_dir():
         raise ValueError(f"--journal: folder {path.parent} does not exist")
     if path.is_dir():
