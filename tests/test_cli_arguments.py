@@ -101,6 +101,28 @@ def test_tune_names_a_journal_path_it_cannot_look_at(tmp_path, capsys, monkeypat
     assert "Errno" not in err and not db.exists()
 
 
+@pytest.mark.parametrize("problem, needle", [
+    ("softmax:float16:0x100", "rows and columns must be >= 1"),
+    ("log_softmax:float32:4x0", "rows and columns must be >= 1"),
+    ("softmax:float8:4x100", "unknown dtype 'float8'"),
+    ("softmaxx:float16:4x100", "unknown op 'softmaxx'"),
+    ("attention_fwd:float16:0x1x16x16", "must be >= 1"),
+    ("attention_fwd:float16:1x1x16x7", "head dim 7"),
+    ("attention_fwd:float32:1x1x16x16", "unknown dtype 'float32'"),
+    ("softmax:float16:4x", "ROWSxCOLS"),
+    ("softmax:float16:4", "ROWSxCOLS"),
+    ("softmax:float16", "OP:DTYPE:ROWSxCOLS"),
+])
+def test_tune_names_the_problem_option_and_value_it_refuses(tmp_path, capsys, problem, needle):
+    # Defect (audit): `--problem softmax:float16:0x100` said only "problem rows and columns
+    # must be >= 1" (an unknown op or dtype, a bad head dim alike), naming neither --problem
+    # nor the value given.
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", problem, "--db", str(db))
+    _one_line_error(rc, err, "tune", "--problem", problem, needle)
+    assert not db.exists()
+
+
 def test_tune_with_no_problem_for_the_ops_and_dtypes_is_an_error_line(tmp_path, capsys):
     # Defect: `--ops attention_fwd --dtypes float32` (attention has no float32 problems)
     # exited 2 with "flashtune tune: no problems: ...", not the "flashtune tune: error: ..."

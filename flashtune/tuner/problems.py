@@ -81,30 +81,38 @@ def _dims(text: str, count: int, what: str, example: str) -> list[int]:
     """The sizes of a --problem shape; zero sizes are left to the family's own problem check."""
     dims = text.lower().split("x")
     if len(dims) != count or not all(d.strip().isascii() and d.strip().isdigit() for d in dims):
-        raise ValueError(f"--problem shape must be {what} like {example}, got {text!r}")
+        raise ValueError(f"the shape must be {what} like {example}, got {text!r}")
     sizes = [int(d) for d in dims]
     numel = math.prod(sizes)
     if numel > MAX_ELEMENTS:
-        raise ValueError(f"--problem shape {text!r} has {numel} elements; the tuner takes at most "
+        raise ValueError(f"the shape {text!r} has {numel} elements; the tuner takes at most "
                          f"{MAX_ELEMENTS} (2**36)")
     return sizes
 
 
 def parse_problem(text: str) -> TuneProblem:
     """``softmax:float16:4096x50257`` or ``attention_fwd:float16:4x32x1000x128:causal`` ->
-    TuneProblem (ValueError naming the part that is wrong)."""
+    TuneProblem (ValueError naming --problem, the value given and the part that is wrong)."""
+    try:
+        return _parse_problem(text)
+    except ValueError as err:
+        # The problem classes' own messages ("problem rows and columns must be >= 1", "unknown
+        # op ...") named neither the option nor which of several --problem values was wrong.
+        raise ValueError(f"--problem {text!r}: {err}") from None
+
+
+def _parse_problem(text: str) -> TuneProblem:
     parts = text.strip().split(":")
     if parts and parts[0] in ATTENTION_OPS:
         if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "causal"):
-            raise ValueError(f"--problem for attention must look like attention_fwd:DTYPE:BxHxNxD"
-                             f"[:causal] (e.g. attention_fwd:float16:4x32x1000x128:causal), got {text!r}")
+            raise ValueError("an attention problem must look like attention_fwd:DTYPE:BxHxNxD"
+                             "[:causal] (e.g. attention_fwd:float16:4x32x1000x128:causal)")
         op, dtype, shape = parts[:3]
         b, h, n, d = _dims(shape, 4, "BxHxNxD", "4x32x1000x128")
         return TuneProblem(op, AttentionProblem(b, h, h, n, n, d, len(parts) == 4, dtype))
     if len(parts) != 3:
-        raise ValueError(f"--problem must look like OP:DTYPE:ROWSxCOLS "
-                         f"(e.g. softmax:float16:4096x50257) or attention_fwd:DTYPE:BxHxNxD[:causal], "
-                         f"got {text!r}")
+        raise ValueError("a problem must look like OP:DTYPE:ROWSxCOLS "
+                         "(e.g. softmax:float16:4096x50257) or attention_fwd:DTYPE:BxHxNxD[:causal]")
     op, dtype, shape = parts
     rows, cols = _dims(shape, 2, "ROWSxCOLS", "4096x50257")
     return TuneProblem(op, SoftmaxProblem(rows, cols, dtype))
