@@ -498,6 +498,39 @@ def test_tune_takes_a_repeated_problem_once(tmp_path, capsys, monkeypatch):
     assert seen == ["softmax:float32:8x100", "softmax:float16:8x100"]
 
 
+def _fake_session(monkeypatch):
+    """run_session replaced by one that measures nothing: the tune command's own lines only.
+    Returns the options each call got."""
+    import types
+
+    import flashtune.tuner.session as session
+
+    calls = []
+
+    def fake_run_session(problems, db, options, device=None):
+        calls.append(options)
+        return session.SessionResult(types.SimpleNamespace(name="cpu"), [], 0.0)
+
+    monkeypatch.setattr(session, "run_session", fake_run_session)
+    return calls
+
+
+@pytest.mark.parametrize("workers, noted", [("2", True), ("0", False), (None, False)])
+def test_tune_says_precompile_workers_have_no_effect_when_interpreted(tmp_path, capsys,
+                                                                      monkeypatch, workers, noted):
+    # Defect (audit): `--interpret --precompile-workers 2` was taken without a word, though the
+    # compile pool runs on a GPU only: the user waited for a parallel compile that never was.
+    _fake_session(monkeypatch)
+    extra = ["--precompile-workers", workers] if workers is not None else []
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--quiet", "--db",
+                         str(tmp_path / "t.sqlite"), "--problem", "softmax:float32:8x100", *extra)
+    assert rc == 0, err
+    notes = [line for line in err.splitlines() if "--precompile-workers" in line]
+    assert len(notes) == (1 if noted else 0), err
+    if noted:
+        assert "no effect" in notes[0] and "--interpret" in notes[0], err
+
+
 @pytest.mark.parametrize("option, value, expected", [
     ("--trials", "abc", "integer >= 1"), ("--trials", "\u0663", "integer >= 1"),
     ("--batch", "1_0", "integer >= 1"), ("--seed", "+5", "2**63"),

@@ -104,7 +104,7 @@ def register(sub) -> None:
     run_ = p.add_argument_group("execution")
     run_.add_argument("--precompile-workers", type=_count, default=None,
                       help="compile processes, at most the CPU count (default min(8, CPUs - 2) on "
-                           "a GPU; 0 disables)")
+                           "a GPU; 0 disables; no effect with --interpret)")
     run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
                       help="seconds before a trial counts as hung and its worker is restarted "
                            "(default 120)")
@@ -357,6 +357,11 @@ def run(args) -> int:
     # After the other checks (a journal file it creates stays, even when the run stops on a bad
     # argument or no GPU), before the database is made.
     _check_journal(args.journal)
+    if interpret and args.precompile_workers:
+        # The compile pool runs on a GPU only (the session starts none under the interpreter):
+        # said once, not dropped without a word.
+        print("flashtune tune: note: --precompile-workers has no effect with --interpret (the "
+              "compile processes run on a GPU only)", file=sys.stderr)
     db = TuneDB(args.db)
     try:
         with _sigterm_as_interrupt() as received:
