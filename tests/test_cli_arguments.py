@@ -498,9 +498,9 @@ def test_tune_takes_a_repeated_problem_once(tmp_path, capsys, monkeypatch):
     assert seen == ["softmax:float32:8x100", "softmax:float16:8x100"]
 
 
-def _fake_session(monkeypatch):
-    """run_session replaced by one that measures nothing: the tune command's own lines only.
-    Returns the options each call got."""
+def _fake_session(monkeypatch, results=()):
+    """run_session replaced by one that measures nothing and returns ``results`` (the
+    ProblemResults): the tune command's own lines only. Returns the options each call got."""
     import types
 
     import flashtune.tuner.session as session
@@ -509,7 +509,7 @@ def _fake_session(monkeypatch):
 
     def fake_run_session(problems, db, options, device=None):
         calls.append(options)
-        return session.SessionResult(types.SimpleNamespace(name="cpu"), [], 0.0)
+        return session.SessionResult(types.SimpleNamespace(name="cpu"), list(results), 0.0)
 
     monkeypatch.setattr(session, "run_session", fake_run_session)
     return calls
@@ -529,6 +529,33 @@ def test_tune_says_precompile_workers_have_no_effect_when_interpreted(tmp_path, 
     assert len(notes) == (1 if noted else 0), err
     if noted:
         assert "no effect" in notes[0] and "--interpret" in notes[0], err
+
+
+@pytest.mark.parametrize("outcomes, summary", [
+    (["failed"], "0/1 problems tuned on cpu in 0.0 s; no winner stored"),
+    (["kept"], "1/1 problems tuned on cpu in 0.0 s; no winner stored"),
+    (["stored", "failed", "kept"], "2/3 problems tuned on cpu in 0.0 s; 1 winner(s) stored in "),
+])
+def test_tune_summary_says_how_many_winners_it_stored(tmp_path, capsys, monkeypatch, outcomes,
+                                                      summary):
+    # Defect (audit): the summary said "winners stored in DB" when no problem found a winner,
+    # or when every one lost to the faster winner of an earlier run and nothing was stored.
+    from flashtune.tuner.study import ProblemResult
+
+    results = []
+    for number, outcome in enumerate(outcomes):
+        r = ProblemResult(f"softmax:float32:8x{100 + number}", candidates=1, pruned=0)
+        if outcome == "failed":
+            r.error = "no candidate passed"
+        else:
+            r.winner = {"num_warps": 4}
+            r.kept_stored_ms = 1e-6 if outcome == "kept" else None
+        results.append(r)
+    _fake_session(monkeypatch, results)
+    rc, out, err = run_cli(capsys, "tune", "--interpret", "--quiet", "--db",
+                           str(tmp_path / "t.sqlite"), "--problem", "softmax:float32:8x100")
+    assert rc == (1 if "failed" in outcomes else 0), err
+    assert summary in out and "winners stored" not in out, out
 
 
 @pytest.mark.parametrize("option, value, expected", [

@@ -371,8 +371,12 @@ def run(args) -> int:
     finally:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
+    # A winner that lost to an earlier run's faster one is not stored (said per problem below):
+    # "winners stored in DB" was printed even when nothing was.
+    stored = sum(1 for p in result.problems if p.winner is not None and p.kept_stored_ms is None)
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
-          f"{result.device.name} in {result.wall_s:.1f} s; winners stored in {db.where}"
+          f"{result.device.name} in {result.wall_s:.1f} s; "
+          + (f"{stored} winner(s) stored in {db.where}" if stored else "no winner stored")
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
     for p in result.problems:
         if p.kept_stored_ms is not None:  # what `flashtune show` lists is not this run's pick
