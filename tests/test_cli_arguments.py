@@ -636,3 +636,34 @@ def test_a_value_starting_with_a_minus_says_how_to_pass_it(capsys, argv, option)
     err = capsys.readouterr().err
     assert (f"flashtune {argv[0]}: error: argument {option}: expected one argument "
             f"(a value that starts with '-' goes after '=': {option}=VALUE)") in err, err
+
+
+def _ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("command, where", [
+    (["tune", "--interpret", "--problem", "softmax:float32:8x100"],
+     ("flashtune.cli.tune_cmd", "_check_journal")),  # the journal check, before the database
+    (["tune", "--interpret", "--problem", "softmax:float32:8x100"], ("flashtune.cache", "TuneDB")),
+    (["bench", "--interpret"], ("flashtune.bench.runner", "check_gpu")),
+    (["export", "x.json"], ("flashtune.cache", "TuneDB")),
+    (["import", "x.json"], ("flashtune.cache.transfer", "load_winners")),
+    (["show"], ("flashtune.cli", "build_parser")),  # imports torch: seconds to cut short
+])
+def test_ctrl_c_before_the_work_starts_is_one_line_and_status_130(tmp_path, capsys, monkeypatch,
+                                                                   command, where):
+    # Defect (audit): Ctrl-C while a command started (torch's import while the parser is built,
+    # tune's journal check or database opening, bench's GPU check) ended in a KeyboardInterrupt
+    # traceback; a tune or bench stopped later says one line and exits 130.
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(where[0]), where[1], _ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    try:
+        rc, out, err = run_cli(capsys, *command, "--db", str(tmp_path / "t.sqlite"))
+    except KeyboardInterrupt:  # caught here: escaping, it would stop the whole pytest run
+        pytest.fail("KeyboardInterrupt escaped main()")
+    name = command[0] if where[1] != "build_parser" else ""
+    assert rc == 130, err
+    assert err == f"flashtune{' ' + name if name else ''}: interrupted (Ctrl-C)\n", err

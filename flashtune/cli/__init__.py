@@ -55,8 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    # Ctrl-C at any point (torch's import while the parser is built, a database opening, a
+    # tune's startup before its search): one line and the status of the shell's SIGINT
+    # (128 + 2), not a KeyboardInterrupt traceback. A tune or bench stopped mid-run says what
+    # it kept itself and returns its own status.
+    name = "flashtune"
+    try:
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        name = f"flashtune {args.command}"
+        return _run(args, unknown)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, unknown: list[str]) -> int:
     if unknown:  # named by the subcommand's parser: "flashtune source: error: ..." and its usage
         args.subcommand_parsers[args.command].error(
             f"unrecognized arguments: {' '.join(unknown)}")
