@@ -61,6 +61,23 @@ def test_corrupt_file_runtime_path(corrupt_file):
     assert ".;" not in said[0], said[0]
 
 
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_runtime_notice_raises_where_warnings_are_errors(corrupt_file, damage):
+    # Defect (README audit): README says that where warnings are made errors (python -W
+    # error) the fallback notice raises like any other warning. For a corrupt file the
+    # notice raised inside the read was caught by its own catch-all, whose second notice
+    # (same database, same kind) was taken as already said: no error and no warning at all.
+    # A missing file raised, but as a second notice wrapping the first ("CacheWarning: ...").
+    if damage == "missing":
+        corrupt_file.unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        with pytest.raises(CacheWarning) as caught:
+            read_runtime_winners(DEV, f"sqlite:///{corrupt_file}")
+    expected = "not a readable SQLite database" if damage == "corrupt" else "does not exist"
+    assert expected in str(caught.value) and "CacheWarning" not in str(caught.value)
+
+
 # -- a folder that cannot exist ---------------------------------------------------------------
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from sqlalchemy import and_, false, or_
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, blocked_journal, display, explain, hide_password,
                      make_engine, no_file_there, reading, resolve_url, sqlite_file, why_unseen)
+from .errors import CacheWarning
 from .keys import DeviceInfo
 from .models import WinnerRow
 from .records import Winner, op_winner_from_row
@@ -36,6 +37,11 @@ def read_runtime_winners(device: DeviceInfo, url: Any = None, *,
     even fit today's spaces, which must not read as damaged rows."""
     try:
         return _read(device, url, families)
+    except CacheWarning:
+        # _read's own notice, raised because warnings are errors here (python -W error): let
+        # it through as it is. The catch-all below would re-say it under the same (where,
+        # kind), which warn_once takes as already said: neither an error nor a warning.
+        raise
     except Exception as err:  # noqa: BLE001 - the user's model must never fail because of us
         where = _where(url)
         warn_once(where, "error", f"flashtune winner database {where} could not be read "
