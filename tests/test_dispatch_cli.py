@@ -92,6 +92,24 @@ def test_show_and_clear_do_not_call_an_unreadable_database_missing(fresh_db, cap
     assert str(fresh_db) in err and why in err and "flashtune tune" not in err, err
 
 
+@pytest.mark.parametrize("why", ["link loop", "corrupt"])
+def test_bench_refuses_a_database_it_cannot_read(fresh_db, tmp_path, capsys, why):
+    # Defect (README audit): README's exit statuses give 2 for a database a command cannot
+    # use, and say every command names a database behind a link loop and exits 2. `bench`
+    # ran to the end on the default kernels (the dispatcher's notice went into the JSON rows)
+    # and exited 0: a report of minutes that looked like one of the tuned winners.
+    if why == "link loop":
+        fresh_db.symlink_to(fresh_db)
+    else:
+        fresh_db.write_bytes(b"not a database " * 100)
+    out = tmp_path / "out"
+    assert main(["bench", "--interpret", "--ops", "softmax", "--no-overhead",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flashtune bench: error: ") and str(fresh_db) in err, err
+    assert not out.exists()  # refused before the output folder is made or anything is timed
+
+
 def test_show_marks_stale_winners(fresh_db, capsys):
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64), family_hash="f" * 16)
     assert main(["show"]) == 0

@@ -25,7 +25,7 @@ import math
 import sys
 from pathlib import Path
 
-from .options import add_db_option, ascii_float, check_out_folder
+from .options import add_db_option, ascii_float, check_out_folder, check_readable_db
 
 DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
 
@@ -66,6 +66,7 @@ def run(args) -> int:
 
     check_ops(ops, "--ops")  # before --out is made or anything timed (--db: checked by main)
     check_gpu(interpret)  # before --out is made: a failed run leaves nothing
+    check_readable_db(args.db)  # (args.db None: $FLASHTUNE_DB or the cache folder's)
     check_out_folder(args.out)
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too

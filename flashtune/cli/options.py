@@ -34,6 +34,21 @@ def check_writable_db(db) -> None:
     check_writable(resolve_url(db), from_env=db is None)
 
 
+def check_readable_db(db) -> None:
+    """The winner database of a command that serves its winners (``bench``), opened once
+    before any work: the dispatcher would fall back to the default kernels with a warning
+    only, and minutes of timings would pass for the tuned winners'. One that does not exist
+    is no error (nothing tuned yet: the defaults are what there is to time); one that cannot
+    be opened raises the CacheError naming it (exit 2, as for ``show``)."""
+    from ..cache import TuneDB
+    from ..dispatch.info import database_missing
+
+    if database_missing(db):
+        return
+    with TuneDB(db, read_only=True):
+        pass
+
+
 def check_out_folder(out: Path) -> None:
     """``--out``: fail before minutes of measurements, not after, when it cannot take the files."""
     try:
