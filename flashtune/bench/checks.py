@@ -60,20 +60,27 @@ def sample_rows(n: int, count: int = 192) -> torch.Tensor:
     return torch.unique(rows)
 
 
-def attention_oracle(q, k, v, causal: bool, heads, rows) -> torch.Tensor:
-    """float64 output for query ``rows`` of the (b, h) pairs in ``heads`` (bottom-right causal).
-    k and v may have fewer heads than q (grouped-query attention): head h reads kv head
-    h // (H / Hkv), as flashtune.attention does."""
-    outs = []
+def oracle_scores(q, k, causal: bool, b: int, h: int, rows) -> torch.Tensor:
+    """float64 scaled scores (rows x keys) of query ``rows`` of the pair (b, h), -inf where the
+    bottom-right causal mask hides a key. k may have fewer heads than q (grouped-query
+    attention): head h reads kv head h // (H / Hkv), as flashtune.attention does."""
     n_q, n_k = q.shape[2], k.shape[2]
     group = q.shape[1] // k.shape[1]
-    scale = q.shape[-1] ** -0.5
+    rows = rows.to(q.device)
+    s = (q[b, h, rows].double() @ k[b, h // group].double().T) * q.shape[-1] ** -0.5
+    if causal:
+        cols = torch.arange(n_k, device=q.device)[None, :]
+        s = s.masked_fill(cols > rows[:, None] + (n_k - n_q), float("-inf"))
+    return s
+
+
+def attention_oracle(q, k, v, causal: bool, heads, rows) -> torch.Tensor:
+    """float64 output for query ``rows`` of the (b, h) pairs in ``heads`` (scores by
+    oracle_scores: bottom-right causal, grouped-query attention)."""
+    group = q.shape[1] // k.shape[1]
+    outs = []
     for b, h in heads:
-        qs = q[b, h, rows].double()
-        s = (qs @ k[b, h // group].double().T) * scale
-        if causal:
-            cols = torch.arange(n_k, device=q.device)[None, :]
-            s = s.masked_fill(cols > rows.to(q.device)[:, None] + (n_k - n_q), float("-inf"))
+        s = oracle_scores(q, k, causal, b, h, rows)
         # Rows that see no key get 0 (softmax of all -inf is NaN); NaN from the inputs stays.
         p = torch.softmax(s, -1).masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
         outs.append(p @ v[b, h // group].double())
