@@ -17,7 +17,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 import flashtune
 from flashtune.gen import loader
-from attention_cases import Shape, check_case, config, make_qkv
+from attention_cases import Shape, check_case, config, lse_error, make_qkv
 from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
 from flashtune import dispatch
 from flashtune.gen import attention_ops
@@ -355,6 +355,30 @@ def test_huge_logits_stay_finite(device):
     out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
     assert check_case(out, lse, q, k, v, True) is None
+
+
+@pytest.mark.parametrize("knobs", [dict(), dict(persistent=True), dict(exp2=False),
+                                   dict(pv_acc="fp16")], ids=["plain", "persistent", "exp", "pv16"])
+def test_huge_fp16_scores_match_float64(device, knobs):
+    """fp16 q and k near 8000 give scores of 2**29 (exp2 units). Compiled, the unmasked key
+    loop's FMA-folded scale left the max key's exponent off by up to 16 there, and its p
+    overflowed fp16: NaN rows where every SDPA backend is exact. Such tiles now run the key
+    loop again with unfused scaling. Rows of ordinary scores share the tiles (rows 0-7) and
+    must come out right too; ragged and causal lengths run both key loops, twice."""
+    gen = torch.Generator().manual_seed(3)
+    shape = (1, 2, 40, 64)
+    q = (torch.rand(shape, generator=gen) * 4000 + 5000).half().to(device)
+    k = (torch.rand(1, 2, 72, 64, generator=gen) * 4000 + 5000).half().to(device)
+    v = torch.randn(1, 2, 72, 64, generator=gen).half().to(device)
+    q[:, :, :8] = torch.randn(1, 2, 8, 64, generator=gen).half().to(device)
+    cfg = config(BLOCK_M=16, BLOCK_N=16, **knobs)
+    for causal in (False, True):
+        out, lse = attention_ops.attention_forward(q, k, v, causal, None, True, config=cfg)
+        ref, ref_lse = attention_ref(q, k, v, causal)
+        assert torch.isfinite(out).all(), causal
+        torch.testing.assert_close(out.double(), ref.to(out.device), atol=2e-3, rtol=0)
+        ok, err, bound = lse_error(lse, ref_lse)
+        assert ok, (causal, err, bound)
 
 
 @pytest.mark.parametrize("exp2", (True, False))
