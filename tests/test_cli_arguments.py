@@ -210,6 +210,48 @@ def test_report_names_an_unusable_out_folder(tmp_path, capsys):
     _one_line_error(rc, err, "report", "--out", str(blocker / "out"))
 
 
+def _deny_mkdir(monkeypatch, tmp_path):
+    """An --out folder this user may not create (the tests may run as root, who may)."""
+    import errno
+
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self.name == "denied":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    return tmp_path / "denied"
+
+
+@pytest.mark.parametrize("make_out, reason", [
+    (lambda mp, tmp: (tmp / "file").write_text("") or tmp / "file", "is a file, not a folder"),
+    (lambda mp, tmp: (tmp / "file").write_text("") or tmp / "file" / "out",
+     "a part of its path is not a folder"),
+    (lambda mp, tmp: (tmp / "loop").symlink_to(tmp / "loop") or tmp / "loop",
+     "is a symbolic link loop"),
+    (_deny_mkdir, "Permission denied"),
+])
+@pytest.mark.parametrize("command", ["bench", "report"])
+def test_an_unusable_out_folder_is_named_with_the_reason_in_words(tmp_path, capsys, monkeypatch,
+                                                                 make_out, reason, command):
+    # Defect: --out said the reason as a raw errno, "--out F is not a writable folder
+    # ([Errno 17] File exists: 'F')" for a file there, ([Errno 20] Not a directory: ...) for a
+    # file on its path, "File exists" for a link loop too.
+    out = make_out(monkeypatch, tmp_path)
+    if command == "bench":
+        argv = ["bench", "--interpret", "--out", str(out)]
+    else:
+        result = tmp_path / "r.json"
+        result.write_text(json.dumps({"schema": "flashtune-bench/1", "meta": {}, "softmax": [],
+                                      "attention": []}))
+        argv = ["report", str(result), "--out", str(out)]
+    rc, _, err = run_cli(capsys, *argv)
+    _one_line_error(rc, err, command, f"--out {out}", reason)
+    assert "Errno" not in err
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
 def test_tune_seed_must_fit_a_generator(capsys, seed):
     # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.

@@ -57,7 +57,28 @@ def check_out_folder(out: Path) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise OSError(f"--out {out} is not a writable folder ({err})") from err
+        raise OSError(f"--out {out} {_why_no_folder(out, err)}") from err
+
+
+def _why_no_folder(out: Path, err: OSError) -> str:
+    """Why ``out`` cannot take files, in words: the OSError's own text reads
+    "[Errno 17] File exists: 'out'" for a file there (and for a link loop), "[Errno 20] Not a
+    directory: ..." for a file on its path."""
+    import errno
+
+    from ..cache.engine import no_file_there, why_unseen
+
+    unseen = why_unseen(out)  # a link loop, a folder on its path this user may not search
+    if unseen:
+        return unseen
+    if err.errno == errno.EEXIST:  # mkdir(exist_ok=True) found something that is no folder
+        there = no_file_there(out)
+        return {None: "is a file, not a folder",
+                "missing": "is a symbolic link to nothing"}.get(
+                    there, "is not a folder (a device, pipe or socket)")
+    if err.errno == errno.ENOTDIR:
+        return "is not a writable folder (a part of its path is not a folder)"
+    return f"is not a writable folder ({err.strerror or err})"
 
 
 def file_path(text: str) -> str:
