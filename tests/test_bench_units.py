@@ -330,6 +330,22 @@ def test_plots_leave_out_outputs_that_failed_their_check():
     assert _series(cases, "torch.softmax", "cols", "gbs") == ([], [])
 
 
+def test_no_overhead_plot_where_the_overhead_was_not_measured(tmp_path):
+    """Defect: `bench --no-overhead` (result["overhead"] None) still drew plot_overhead.png,
+    an empty "not collected" panel, and the report linked it; the Markdown has no overhead
+    section then. A plot of an earlier run into the same folder is removed too."""
+    from flashtune.bench.report import SCHEMA
+    from flashtune.bench.runner import render
+
+    (tmp_path / "plot_overhead.png").write_bytes(b"an earlier run's")
+    result = {"schema": SCHEMA, "meta": {"device": "cpu", "mode": "interpret"}, "softmax": [],
+              "backward": [], "attention": [], "overhead": None, "tuning": None}
+    written = render(result, tmp_path, lambda line: None)
+    assert [p.name for p in written] == ["flashtune_bench.md", "plot_tuning.png"]
+    assert not (tmp_path / "plot_overhead.png").exists()
+    assert "plot_overhead" not in (tmp_path / "flashtune_bench.md").read_text()
+
+
 def test_the_output_of_the_timed_path_is_checked_too():
     """Defect: only the first call's output was checked, then the following calls were timed;
     flashtune's dispatcher launches through Triton the first time and through its fast launch

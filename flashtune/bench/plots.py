@@ -3,7 +3,8 @@
 - plot_softmax.png: GB/s vs columns, one panel per dtype, flashtune and peers, copy bandwidth line.
 - plot_attention_<dtype>.png: TFLOP/s vs N, panels per head dim (rows) x causal (columns).
 - plot_tuning.png: best time so far vs trial for a few tuned problems ("no tuning records" if none).
-- plot_overhead.png: host us per call, flashtune vs torch vs a bare Triton launch.
+- plot_overhead.png: host us per call, flashtune vs torch vs a bare Triton launch (not drawn
+  when the overhead was not measured: bench --no-overhead).
 """
 
 from __future__ import annotations
@@ -185,5 +186,6 @@ def write_plots(result, out_dir: Path) -> list[Path]:
     dtypes = dict.fromkeys(r["dtype"] for r in result["attention"])
     paths += [plot_attention(result, d, out_dir / f"plot_attention_{d}.png") for d in dtypes]
     paths.append(plot_tuning(result, out_dir / "plot_tuning.png"))
-    paths.append(plot_overhead(result, out_dir / "plot_overhead.png"))
+    if result.get("overhead"):  # None: not run (--no-overhead); an error record is drawn
+        paths.append(plot_overhead(result, out_dir / "plot_overhead.png"))
     return paths
