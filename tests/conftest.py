@@ -30,10 +30,30 @@ DEVICE = "cuda" if HAS_CUDA else "cpu"
 # Every test draws its random inputs from a seed fixed by its own name, so a run is reproducible
 # and a failure seen in CI is seen again locally. FLASHTUNE_TEST_SEED shifts all seeds at once
 # (to shake the suite with fresh data: FLASHTUNE_TEST_SEED=7 python -m pytest).
-SEED_BASE = int(os.environ.get("FLASHTUNE_TEST_SEED", "0"))
+# Read in pytest_configure: a bad value raised there is pytest's one-line usage error, where at
+# import it was "ImportError while loading conftest" and a traceback.
+SEED_BASE = 0
 
 # Variants validated in this session: (op, dtype, config items), filled by record_variant.
 _VALIDATED: set[tuple] = set()
+
+
+def _seed_base(text: str) -> int:
+    """FLASHTUNE_TEST_SEED: a whole number (empty: 0) within 64 signed bits, so that it plus a
+    test's crc32 stays within what torch.manual_seed takes (at most 2**64 - 1)."""
+    try:
+        seed = int(text.strip() or "0")
+    except ValueError:
+        seed = None
+    if seed is None or not -(2**63) <= seed < 2**63:
+        raise pytest.UsageError(f"FLASHTUNE_TEST_SEED must be a whole number from -2**63 to "
+                                f"2**63 - 1 (the base of every test's seed), got {text!r}")
+    return seed
+
+
+def pytest_configure(config):
+    global SEED_BASE
+    SEED_BASE = _seed_base(os.environ.get("FLASHTUNE_TEST_SEED", ""))
 
 
 @pytest.fixture(autouse=True)
