@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import stat
 import warnings
 
 import pytest
@@ -354,6 +355,35 @@ def test_a_pipe_in_place_of_the_rollback_journal_hangs_nothing(tmp_path, capsys)
     assert rc == 2 and "tuned.sqlite-journal" in err, err
     with pytest.raises(CacheError, match="tuned.sqlite-journal"):
         _within(20, release, TuneDB, str(path))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_in_place_of_an_sqlite_journal_urls_rollback_journal_hangs_nothing(tmp_path,
+                                                                                  capsys):
+    """Defect: `flashtune tune --journal sqlite:///F` with a named pipe at F-journal hung
+    forever in Optuna's opening of F (SQLite opens the pipe to roll back an unfinished write,
+    and waits for a writer), as the winner database did before blocked_journal; it is refused
+    before Optuna opens F, naming the pipe."""
+    from cli_helpers import run_cli
+
+    path = tmp_path / "study.sqlite"
+    with sqlite3.connect(path) as conn:  # an existing database: SQLite looks for its journal
+        conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.close()
+    journal = tmp_path / "study.sqlite-journal"
+    os.mkfifo(journal)
+
+    def release():  # a blocked open of the pipe for reading returns once a writer comes
+        os.close(os.open(journal, os.O_WRONLY | os.O_NONBLOCK))
+
+    rc, _, err = _within(20, release, run_cli, capsys, "tune", "--interpret", "--problem",
+                         "softmax:float32:4x100", "--journal", f"sqlite:///{path}",
+                         "--db", str(tmp_path / "t.sqlite"))
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    assert lines[0].startswith("flashtune tune: error: --journal "), err
+    assert "study.sqlite-journal" in lines[0] and "not a regular file" in lines[0], err
+    assert stat.S_ISFIFO(os.lstat(journal).st_mode)  # left alone
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")

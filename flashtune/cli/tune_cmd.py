@@ -277,6 +277,7 @@ def _check_journal_url(url: str) -> None:
     from ..tuner.storage import make_storage
 
     shown = hide_password(url)
+    _check_sqlite_rollback_journal(url, shown)
     _create_sqlite_file(url)
     try:
         import optuna
@@ -290,6 +291,26 @@ def _check_journal_url(url: str) -> None:
         text = str(getattr(err, "orig", None) or err).strip().splitlines()
         raise ValueError(f"--journal {shown}: cannot open it as an Optuna storage "
                          f"({type(err).__name__}: {hide_password(text[0]) if text else ''})") from None
+
+
+def _check_sqlite_rollback_journal(url: str, shown: str) -> None:
+    """An SQLite --journal whose -journal path holds something other than a file (a named
+    pipe, a folder) is refused before Optuna opens it: SQLite opens that journal before its
+    first read and waits forever on a pipe, as for the winner database (see
+    cache.engine.blocked_journal)."""
+    from sqlalchemy.engine import make_url
+
+    from ..cache.engine import blocked_journal, no_file_there, sqlite_file
+
+    try:
+        path = sqlite_file(make_url(url))
+    except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
+        return
+    journal = blocked_journal(path) if path is not None else None
+    if journal is not None:
+        raise ValueError(f"--journal {shown}: {journal}, where SQLite keeps its rollback "
+                         f"journal, is {no_file_there(journal)}; move it away, or give another "
+                         "--journal")
 
 
 def _create_sqlite_file(url: str) -> None:
