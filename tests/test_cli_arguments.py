@@ -61,6 +61,22 @@ def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
     _one_line_error(rc, err, "tune", "--journal", needle)
 
 
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: p.mkdir(), "is a folder"),
+    (lambda p: os.mkfifo(p), "is not a regular file"),
+    (lambda p: p.symlink_to(p), "is a symbolic link loop"),
+])
+def test_tune_names_what_is_at_an_sqlite_journal_urls_path(tmp_path, capsys, make, needle):
+    # Defect: Optuna's open said only "(OperationalError: unable to open database file)" for a
+    # folder or a link loop there, "(OperationalError: disk I/O error)" for a named pipe; the
+    # journal file path (--journal F) names each.
+    path = tmp_path / "study.sqlite"
+    make(path)
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", f"sqlite:///{path}", "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", f"{path} {needle}")
+
+
 def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, capsys):
     # Defect: only the folder's existence was checked; a journal path that cannot be written
     # (here a link into a missing folder; also a read-only folder or /proc) failed when the

@@ -277,7 +277,7 @@ def _check_journal_url(url: str) -> None:
     from ..tuner.storage import make_storage
 
     shown = hide_password(url)
-    _check_sqlite_rollback_journal(url, shown)
+    _check_sqlite_journal_file(url, shown)
     _create_sqlite_file(url)
     try:
         import optuna
@@ -293,20 +293,30 @@ def _check_journal_url(url: str) -> None:
                          f"({type(err).__name__}: {hide_password(text[0]) if text else ''})") from None
 
 
-def _check_sqlite_rollback_journal(url: str, shown: str) -> None:
-    """An SQLite --journal whose -journal path holds something other than a file (a named
-    pipe, a folder) is refused before Optuna opens it: SQLite opens that journal before its
-    first read and waits forever on a pipe, as for the winner database (see
+def _check_sqlite_journal_file(url: str, shown: str) -> None:
+    """An SQLite --journal's file, named for what it is where it is no file SQLite can open
+    (Optuna's open said only "unable to open database file" or "disk I/O error"), as a journal
+    file path is. Its -journal path holding something other than a file (a named pipe, a
+    folder) is refused before Optuna opens it too: SQLite opens that journal before its first
+    read and waits forever on a pipe, as for the winner database (see
     cache.engine.blocked_journal)."""
     from sqlalchemy.engine import make_url
 
-    from ..cache.engine import blocked_journal, no_file_there, sqlite_file
+    from ..cache.engine import blocked_journal, no_file_there, sqlite_file, why_unseen
 
     try:
         path = sqlite_file(make_url(url))
     except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
         return
-    journal = blocked_journal(path) if path is not None else None
+    if path is None:
+        return
+    unseen = why_unseen(path)  # a link loop, a folder on its path this user may not search
+    if unseen is not None:
+        raise ValueError(f"--journal {shown}: {path} {unseen}")
+    what = no_file_there(path)
+    if what in ("a folder", "not a regular file"):
+        raise ValueError(f"--journal {shown}: {path} is {what}; give an SQLite file path")
+    journal = blocked_journal(path)
     if journal is not None:
         raise ValueError(f"--journal {shown}: {journal}, where SQLite keeps its rollback "
                          f"journal, is {no_file_there(journal)}; move it away, or give another "
