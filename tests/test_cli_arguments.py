@@ -268,6 +268,24 @@ def test_an_unusable_out_folder_is_named_with_the_reason_in_words(tmp_path, caps
     assert "Errno" not in err
 
 
+@pytest.mark.parametrize("argv, argument", [
+    (["report", ""], "argument result"),
+    (["report", "r.json", "--out", ""], "argument --out"),
+    (["bench", "--interpret", "--out", ""], "argument --out"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch,
+                                                                 argv, argument):
+    # Defect: Path("") is the current folder: `report ''` said ".: not a regular file", and
+    # `--out ''` (an unset variable in `--out "$DIR"`) wrote the report files into the current
+    # folder. export and import refuse an empty FILE already.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"{argument}: empty" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "99999999999999999999"])
 def test_tune_seed_must_fit_a_generator(capsys, seed):
     # Defect: a seed past 64 bits reached the worker, whose traceback was printed twice.

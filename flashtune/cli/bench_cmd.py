@@ -25,7 +25,8 @@ import math
 import sys
 from pathlib import Path
 
-from .options import add_db_option, ascii_float, check_out_folder, check_readable_db
+from .options import (add_db_option, ascii_float, check_out_folder, check_readable_db,
+                      folder_path)
 
 DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU job
 
@@ -37,7 +38,7 @@ def _seconds(text: str) -> float:
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmark flashtune against its peers, write a report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
+    p.add_argument("--out", type=folder_path, default=Path("benchmarks/results"),
                    help="output folder (default: benchmarks/results in the current folder)")
     p.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "

@@ -89,6 +89,19 @@ def file_path(text: str) -> str:
     return text
 
 
+def file_arg(text: str) -> Path:
+    """file_path as a Path (report's RESULT)."""
+    return Path(file_path(text))
+
+
+def folder_path(text: str) -> Path:
+    """An --out folder: not empty. Path("") is the current folder, so an empty value (an unset
+    variable in --out "$DIR") wrote the report files there without a word."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty; give a folder path")
+    return Path(text)
+
+
 def ascii_int(text: str, expected: str = "a whole number") -> int:
     """An argparse integer in ASCII digits (spaces around it allowed), as --shape and
     --problem take them: int() also reads other scripts' digits ("٤"), "1_024" and a sign,

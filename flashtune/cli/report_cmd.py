@@ -7,16 +7,15 @@ files again (into --out, default the JSON's folder), then prints the short summa
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from .options import check_out_folder
+from .options import check_out_folder, file_arg, folder_path
 
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="re-render the report of a `flashtune bench` JSON",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("result", type=Path, help="the flashtune_bench.json of a bench run")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: the JSON's)")
+    p.add_argument("result", type=file_arg, help="the flashtune_bench.json of a bench run")
+    p.add_argument("--out", type=folder_path, default=None, help="output folder (default: the JSON's)")
     p.set_defaults(run=run)
 
 
