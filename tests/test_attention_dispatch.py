@@ -262,3 +262,25 @@ def test_a_tuned_config_a_call_cannot_run_falls_back_under_the_readme_filters(fr
         warnings.simplefilter("error")
         warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
         assert check_case(flashtune.attention(q, k, v), None, q, k, v, False) is None
+
+
+def test_a_misfit_notice_raised_under_w_error_keeps_the_tuned_winner(fresh_db, monkeypatch):
+    # Defect (audit): with every warning an error (python -W error, no DispatchWarning filter)
+    # the per-call notice "chosen config cannot run (tma: ...)" raised inside the dispatcher's
+    # try, which took it for a failure of the tuned config: the user got "the tuned config ...
+    # failed (DispatchWarning: ...)" and the winner was rejected for the whole device, so later
+    # calls it can run silently took the default config.
+    if "tma" not in attention_ops.triton_features():
+        pytest.skip("this Triton has no tensor descriptors")
+    p = problem(nq=32, nk=32, d=64)
+    tuned = config(BLOCK_M=32, BLOCK_N=32, tma=True)
+    seed(fresh_db, p, tuned)
+    monkeypatch.setattr(attention_ops, "_warned", set())  # the notice is once per process
+    q_odd = torch.randn(1, 2, 32, 68, dtype=torch.float16, device=DEVICE)[..., :64]
+    _, k, v = qkv(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
+        with pytest.raises(DispatchWarning, match="^flashtune attention: chosen config cannot run"):
+            flashtune.attention(q_odd, k, v)
+    assert dispatch.attention_choice(p).config.as_dict() == tuned

@@ -120,6 +120,11 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = N
                                                  choose=choose_and_record)
     except torch.OutOfMemoryError:
         raise  # the device is full: not the config's fault, and no config would help
+    except Warning:
+        # A notice made an error by the user's filters (python -W error), e.g. "chosen config
+        # cannot run" for this call's layout: it raises as README says, and the tuned config,
+        # which did not fail, is kept for the calls it can run.
+        raise
     except Exception as err:
         # A bad input (or one no variant can run) is the caller's error: raise that, and keep
         # the tuned config, which is not to blame.
