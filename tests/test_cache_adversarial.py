@@ -235,6 +235,12 @@ def test_clear_preview_counts_rows_that_fail_validation(tmp_path, capsys):
     ("postgresql+nosuchdriver://u@127.0.0.1/db", "unknown driver"),
     ("postgresql+asyncpg://u@127.0.0.1/db", "asynchronous"),
     ("sqlite+aiosqlite:///{path}", "asynchronous"),
+    # Drivers not built on libpq get none of its wait bounds (connect, lock, statement): with
+    # one installed, a silent server or a held lock hung a model's first call. Where it was
+    # not installed, the advice was to install it.
+    ("postgresql+pg8000://u@127.0.0.1/db", "driver 'postgresql+pg8000' is not supported"),
+    ("postgresql+psycopg2cffi://u@127.0.0.1/db",
+     "driver 'postgresql+psycopg2cffi' is not supported"),
 ])
 def test_bad_drivers_are_a_clear_error(tmp_path, capsys, url, reason):
     # Defect: NoSuchModuleError / ModuleNotFoundError reached the user as a traceback.

@@ -26,6 +26,8 @@ from .errors import CacheError
 DB_ENV = "FLASHTUNE_DB"
 DB_FILE = "tuned.sqlite"
 SUPPORTED = ("sqlite", "postgresql")
+# The PostgreSQL drivers built on libpq, whose every wait flashtune bounds (libpq_connect_args).
+LIBPQ_DRIVERS = ("psycopg2", "psycopg")
 MAX_CONNECT_S = 10  # a PostgreSQL server silent for this long is down: say so, do not hang
 _WRITE = "flashtune_write"  # execution option: this transaction will write
 # Key of the PostgreSQL advisory lock that serializes table creation between processes.
@@ -87,6 +89,12 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
     if getattr(dialect, "is_async", False):
         raise ValueError(f"url: driver {parsed.drivername!r} is asynchronous; flashtune needs a "
                          "synchronous one (sqlite://, postgresql+psycopg2:// or postgresql+psycopg://)")
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() not in LIBPQ_DRIVERS:
+        # Another driver (pg8000, psycopg2cffi) gets none of libpq_connect_args' bounds: a
+        # silent server or a lock held on our table would hang a model's first call.
+        raise ValueError(f"url: driver {parsed.drivername!r} is not supported; flashtune bounds "
+                         "its waits on PostgreSQL through libpq's settings, so it takes "
+                         "postgresql+psycopg2:// or postgresql+psycopg://")
     if parsed.get_backend_name() == "sqlite":
         _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
@@ -237,7 +245,7 @@ def libpq_connect_args(url: URL, timeout: float) -> dict[str, Any]:
     after ``timeout`` seconds with an error, and the runtime falls back. Options the URL gives
     (``?options=-c ...``) come after ours, so they win.
     """
-    if url.get_driver_name() not in ("psycopg2", "psycopg"):
+    if url.get_driver_name() not in LIBPQ_DRIVERS:
         return {}
     wait_ms = max(1, int(timeout * 1000))
     # The statement's bound is the looser one, so that a wait for a lock says so (its error
