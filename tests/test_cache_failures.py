@@ -231,6 +231,31 @@ def test_locked_database_runtime_path(sqlite_url, tmp_path, monkeypatch):
     assert ".;" not in said[0], said[0]
 
 
+def test_a_later_different_trouble_is_said_too(sqlite_url, tmp_path, monkeypatch):
+    """Defect: the notice was once per database and kind, and every read error was one kind:
+    told the database was locked ("retry when the other tuning run is done"), a user who then
+    called flashtune.dispatch.reset() on a database corrupted meanwhile got the default
+    kernels with no word. Each trouble is said once; the same trouble again is not."""
+    with TuneDB(sqlite_url) as db:
+        _store(db)
+    monkeypatch.setattr(runtime_mod, "RUNTIME_TIMEOUT_S", 0.1)
+    holder = sqlite3.connect(tmp_path / "tuned.sqlite", isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # keeps even readers out
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        _, locked = _runtime_twice(sqlite_url)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(locked) == 1 and "locked" in locked[0], locked
+    for name in ("tuned.sqlite-wal", "tuned.sqlite-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    (tmp_path / "tuned.sqlite").write_bytes(random.Random(1234).randbytes(8192))
+    winners, corrupt = _runtime_twice(sqlite_url)
+    assert winners == [] and len(corrupt) == 1, corrupt
+    assert "not a readable SQLite database" in corrupt[0], corrupt[0]
+
+
 # -- a write another program left unfinished -------------------------------------------------
 
 _KILLED_WRITER = """

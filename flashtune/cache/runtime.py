@@ -39,8 +39,8 @@ def read_runtime_winners(device: DeviceInfo, url: Any = None, *,
         return _read(device, url, families)
     except CacheWarning:
         # _read's own notice, raised because warnings are errors here (python -W error): let
-        # it through as it is. The catch-all below would re-say it under the same (where,
-        # kind), which warn_once takes as already said: neither an error nor a warning.
+        # it through as it is. The catch-all below would re-say it wrapped ("could not be
+        # read (CacheWarning: ...)"), a second notice of one trouble.
         raise
     except Exception as err:  # noqa: BLE001 - the user's model must never fail because of us
         where = _where(url)
