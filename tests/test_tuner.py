@@ -17,6 +17,7 @@ from flashtune.tuner.session import SessionOptions, run_session
 from flashtune.tuner.space import SearchSpace, canonical
 from flashtune.tuner.study import TuneOptions, choose_winner, grid_order, tune_problem
 from flashtune.tuner.timing import TimingOptions
+from flashtune.tuner.adapter import SoftmaxAdapter
 from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
 
 from tuner_planted import FlakyAdapter, PlantedAdapter
@@ -610,3 +611,35 @@ def test_precompile_stand_ins_pass_the_launch_helpers(monkeypatch, op, shape, dt
         kwargs = launched[0][2]
         lowest = shape[1] & -shape[1]
         assert kwargs["GRAIN"] == min(lowest, 8 if dtype != "float32" else 4)
+
+
+
+class _RecheckLaunchFails(SoftmaxAdapter):
+    """Every launch raises once the finalists' re-check starts (as the runtime's other
+    specialization of a finalist, the attention LSE launch, can fail to compile): a failure of
+    the configs themselves, with the worker alive."""
+
+    broken = False
+
+    def launch(self, op, config, case):
+        if self.broken:
+            raise RuntimeError("planted launch failure at the re-check")
+        super().launch(op, config, case)
+
+
+class _BreaksAtRetime(LocalRunner):
+    def retime(self, raw_configs, rounds):
+        self.adapter.broken = True
+        return super().retime(raw_configs, rounds)
+
+
+def test_a_finalist_that_fails_its_recheck_is_never_stored_on_its_trial_time():
+    """Defect: when every finalist failed the re-check, _finish fell back to the trial times
+    for each one whose error was not a "wrong result", meant for a lost worker only; a config
+    whose re-check launch raised (no worker lost) won on its trial time and was stored."""
+    opts = TuneOptions(mode="grid", n_trials=5, top_k=5, retime_rounds=1)
+    result = tune_problem(PROBLEM, _BreaksAtRetime(_RecheckLaunchFails(), FAST), device="cpu",
+                          options=opts, candidates=five_configs())
+    assert all(m.ok for _, m in result.measured)  # every trial passed
+    assert result.winner is None, f"stored a config that failed its re-check: {result.winner}"
+    assert "correctness gate" in result.error

@@ -477,9 +477,12 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
         retimed = [Measurement.failed(str(err), fatal=True) for _ in finalists]
     pairs = list(zip(finalists, retimed))
     if not any(m.ok for _, m in pairs):
-        # Re-timing failed (the worker lost): fall back to the trial times, but never for a
-        # finalist whose output the re-timing's gate refused.
-        pairs = [(c, search.memo[canonical(c)]) for c, m in pairs if not is_wrong_result(m.error)]
+        # Re-timing failed (the worker lost): fall back to the trial times, but only for the
+        # finalists the lost worker never got to judge (fatal), never for one whose re-check
+        # failed on its own (its output refused, or its launch raised: e.g. the attention LSE
+        # specialization that the runtime also runs does not compile).
+        pairs = [(c, search.memo[canonical(c)]) for c, m in pairs
+                 if m.fatal and not is_wrong_result(m.error)]
         if not pairs:
             result.error = result.error or "no finalist passed the correctness gate again"
             return
