@@ -20,7 +20,7 @@ from flashtune.tuner.timing import TimingOptions
 from flashtune.tuner.adapter import SoftmaxAdapter
 from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
 
-from tuner_planted import FlakyAdapter, PlantedAdapter
+from tuner_planted import CrashAtRecheckAdapter, FlakyAdapter, PlantedAdapter
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
 
@@ -643,3 +643,36 @@ def test_a_finalist_that_fails_its_recheck_is_never_stored_on_its_trial_time():
     assert all(m.ok for _, m in result.measured)  # every trial passed
     assert result.winner is None, f"stored a config that failed its re-check: {result.winner}"
     assert "correctness gate" in result.error
+
+
+
+class _ArmsAtRetime(ProcessRunner):
+    def __init__(self, armed, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.armed = armed
+
+    def retime(self, raw_configs, rounds):
+        self.armed.touch()
+        return super().retime(raw_configs, rounds)
+
+
+@pytest.mark.parametrize("crash_warps", [(1, 2, 4), (1, 2)])
+def test_a_finalist_that_kills_the_worker_at_its_recheck_is_never_stored(tmp_path, crash_warps):
+    """Defect: a finalist whose re-check killed the worker (a faulting kernel) made every
+    finalist's re-timing fail as "worker lost", and _finish then chose among all of them on
+    their trial times: the config that had just crashed could be stored. The finalists are
+    re-checked one at a time instead, and those that take the worker down are left out."""
+    armed = tmp_path / "armed"
+    runner = _ArmsAtRetime(armed, CrashAtRecheckAdapter(armed, crash_warps), FAST,
+                           trial_timeout_s=120)
+    opts = TuneOptions(mode="grid", n_trials=3, top_k=3, retime_rounds=1)
+    try:
+        result = tune_problem(PROBLEM, runner, device="cpu", options=opts,
+                              candidates=five_configs()[:3])
+    finally:
+        runner.close()
+    assert all(m.ok for _, m in result.measured)  # warps 1, 2, 4: every trial passed
+    if crash_warps == (1, 2, 4):
+        assert result.winner is None, f"stored a config that crashed: {result.winner}"
+    else:
+        assert result.winner is not None and result.winner["num_warps"] == 4, result.winner

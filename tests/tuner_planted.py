@@ -49,6 +49,22 @@ class FlakyAdapter(SoftmaxAdapter):
         self.launched.add(key)
 
 
+
+class CrashAtRecheckAdapter(SoftmaxAdapter):
+    """Configs with the chosen ``num_warps`` kill their process (a faulting kernel) once the
+    file ``armed`` exists, i.e. only at the finalists' re-check when a test makes the file
+    just before it: their trials passed and were timed."""
+
+    def __init__(self, armed, crash_warps=()):
+        self.armed = str(armed)
+        self.crash_warps = tuple(crash_warps)
+
+    def launch(self, op, config, case):
+        if config["num_warps"] in self.crash_warps and os.path.exists(self.armed):
+            os._exit(13)
+        super().launch(op, config, case)
+
+
 def hang(pid_file) -> None:
     """Write this process's pid to ``pid_file``, then never return (a kernel or a compile stuck
     in an endless loop), so a test can see whether the process outlives its parent."""

@@ -18,11 +18,6 @@ SLACK_ULPS = 2.0
 WRONG = "wrong result"  # how every refusal of Gate.check starts
 
 
-def is_wrong_result(error: str | None) -> bool:
-    """Whether a failed measurement's error is the gate's refusal of the output."""
-    return error is not None and error.startswith(WRONG)
-
-
 def _max_abs(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .families import family
-from .gate import is_wrong_result
 from .space import SearchSpace, canonical
 from .worker import Measurement, Task, WorkerError
 
@@ -445,6 +444,30 @@ def _all_failed(measured: list[tuple[dict, Measurement]]) -> str:
             + (f": {reason})" if count == n else f", most often ({count}): {reason})"))
 
 
+def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], list[bool]]:
+    """The finalists re-checked and re-timed: their measurements, and for each whether it went
+    unjudged (the worker could not be set up, so it never ran)."""
+    try:
+        retimed = runner.retime(finalists, rounds)
+    except WorkerError as err:
+        return [Measurement.failed(str(err), fatal=True) for _ in finalists], [True] * len(finalists)
+    if len(finalists) == 1 or not any(m.fatal for m in retimed):
+        return retimed, [False] * len(finalists)
+    # A launch took the worker down (a fault, a crash, a hang) and every finalist was answered
+    # as failed, though only one of them did it: each alone again, so that the one that did
+    # fails on its own and the others are judged (and can win; trial times cannot vouch for
+    # a config that has just crashed its worker).
+    retimed, unjudged = [], []
+    for config in finalists:
+        try:
+            retimed.append(runner.retime([config], rounds)[0])
+            unjudged.append(False)
+        except WorkerError as err:
+            retimed.append(Measurement.failed(str(err), fatal=True))
+            unjudged.append(True)
+    return retimed, unjudged
+
+
 def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
     """Re-time the top few round-robin and choose the winner by the fixed rule.
 
@@ -471,18 +494,13 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
     if not finalists:
         result.error = result.error or _all_failed(result.measured)
         return
-    try:
-        retimed = search.runner.retime(finalists, search.options.retime_rounds)
-    except WorkerError as err:  # no worker to re-time in: as a re-timing that lost its worker
-        retimed = [Measurement.failed(str(err), fatal=True) for _ in finalists]
+    retimed, unjudged = _recheck(search.runner, finalists, search.options.retime_rounds)
     pairs = list(zip(finalists, retimed))
     if not any(m.ok for _, m in pairs):
-        # Re-timing failed (the worker lost): fall back to the trial times, but only for the
-        # finalists the lost worker never got to judge (fatal), never for one whose re-check
-        # failed on its own (its output refused, or its launch raised: e.g. the attention LSE
-        # specialization that the runtime also runs does not compile).
-        pairs = [(c, search.memo[canonical(c)]) for c, m in pairs
-                 if m.fatal and not is_wrong_result(m.error)]
+        # The worker could not be set up to re-time (no finalist ran): fall back to the trial
+        # times of the finalists never judged, never to one whose re-check failed on its own
+        # (its output refused, its launch raised or took the worker down).
+        pairs = [(c, search.memo[canonical(c)]) for c, lost in zip(finalists, unjudged) if lost]
         if not pairs:
             result.error = result.error or "no finalist passed the correctness gate again"
             return
