@@ -66,3 +66,16 @@ def test_tune_refuses_default_set_options_beside_problem(tmp_path, extra):
     assert extra[0] in proc.stderr and "--problem" in proc.stderr
     assert proc.stderr.startswith("flashtune tune: error:") and proc.stderr.count("\n") == 1
     assert not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.parametrize("mode", [[], ["--mode", "tpe"], ["--mode", "random"]])
+def test_tune_refuses_a_grid_limit_outside_grid_mode(tmp_path, mode):
+    # Defect (audit): --grid-limit subsamples grid mode's candidates; with tpe (the default) or
+    # random it was ignored without a word and the run searched as if it had not been given.
+    proc = subprocess.run([sys.executable, "-m", "flashtune", "tune", "--interpret", "--quiet",
+                           "--problem", "softmax:float16:4x4", "--grid-limit", "3", *mode],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "--grid-limit" in proc.stderr and "--mode grid" in proc.stderr
+    assert proc.stderr.startswith("flashtune tune: error:") and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "x.sqlite").exists()

@@ -359,6 +359,11 @@ def run(args) -> int:
                              if value is not None)
         raise ValueError(f"--problem replaces the default set, so {given} would be ignored; "
                          f"give --problem alone, or {given} without it")
+    if args.grid_limit is not None and args.mode != "grid":
+        # Only grid mode subsamples: with tpe or random the limit would be ignored without a
+        # word, and the run would search as if it had not been given.
+        raise ValueError(f"--grid-limit applies to --mode grid only, not --mode {args.mode}; "
+                         "give --mode grid with it, or leave it out")
     if args.problem:
         # Each problem once, in the order given (as --ops and --dtypes take their names): a
         # repeated --problem (8x100 and 8X100 too) was searched again from scratch.
