@@ -481,6 +481,32 @@ def test_the_readme_filters_let_every_fallback_notice_through(fresh_db, monkeypa
         torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))  # CacheWarning
 
 
+def test_a_notice_raised_inside_the_plan_under_w_error_keeps_the_tuned_winner(
+        fresh_db, monkeypatch, tmp_path):
+    # Defect (audit): with every warning an error (python -W error), a notice raised while the
+    # tuned config's plan was built or run (here "cannot write generated kernels to ...", the
+    # cache folder being under a file) was taken for a failure of the tuned config: the user
+    # got "the tuned softmax config ... failed (DispatchWarning: ...)" and the winner was
+    # rejected for the device, so the next calls silently took the default config.
+    import flashtune.gen.loader as loader_mod
+
+    tuned = row_config(64, rows=2)
+    seed(fresh_db, "softmax", "float32", (8, 64), tuned)
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))  # cannot be written
+    monkeypatch.setattr(loader_mod, "_warned_dirs", set())  # the notice is once per folder
+    dispatch.reset()
+    x = torch.randn(6, 52, device=DEVICE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
+        with pytest.raises(DispatchWarning, match="^flashtune cannot write generated kernels"):
+            flashtune.softmax(x)
+    picked = dispatch.choice("softmax", (6, 52), "float32", DEVICE)
+    assert picked.how == "exact" and picked.config.as_dict() == tuned
+
+
 def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
     """A tuned variant that cannot be built or launched here must not break the model."""
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))

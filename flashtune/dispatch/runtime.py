@@ -228,6 +228,11 @@ class Runtime:
             return plan, plan(*args)
         except torch.OutOfMemoryError:
             raise  # the device is full: not the config's fault, and no config would help
+        except Warning:
+            # A notice made an error by the user's filters (python -W error), e.g. "cannot
+            # write generated kernels to ...": it raises as itself (README), and the tuned
+            # config, which did not fail, is kept.
+            raise
         except Exception as err:
             if picked.how == "default":
                 raise
