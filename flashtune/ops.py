@@ -105,6 +105,8 @@ def softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
             return plan(input)
         except _OutOfMemoryError:
             raise  # the device is full: no config would help
+        except Warning:
+            raise  # a notice made an error by the user's filters (see runtime.plan_failed)
         except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
             _plan_failed(_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, False, dtype, x)
@@ -122,6 +124,8 @@ def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
             return plan(input)
         except _OutOfMemoryError:
             raise  # the device is full: no config would help
+        except Warning:
+            raise  # a notice made an error by the user's filters (see runtime.plan_failed)
         except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
             _plan_failed(_LOG_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, True, dtype, x)

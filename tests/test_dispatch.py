@@ -507,6 +507,42 @@ def test_a_notice_raised_inside_the_plan_under_w_error_keeps_the_tuned_winner(
     assert picked.how == "exact" and picked.config.as_dict() == tuned
 
 
+@pytest.mark.parametrize("path", ["hot", "autograd", "backward"])
+def test_a_notice_raised_by_a_stored_plan_under_w_error_raises(fresh_db, monkeypatch, path):
+    # Defect (audit): a notice made an error by the user's filters (python -W error) inside a
+    # stored plan (on CUDA the fast launch's "the fast kernel launch failed ...; launching
+    # through Triton's normal path from now on", said once per process) was taken for a failed
+    # plan: the plan was dropped and the call decided afresh, which launched the normal way
+    # without a word, so the notice was lost for good. Here the plan raises it as the fast
+    # launch does (the interpreter has no fast launch).
+    import flashtune.dispatch.fast_launch as fast_launch
+
+    monkeypatch.setattr(fast_launch._STATE, "failed", None)
+    x = torch.randn(6, 52, device=DEVICE, requires_grad=path == "autograd")
+    y, dy = torch.softmax(x.detach(), -1), torch.randn(6, 52, device=DEVICE)
+    if path == "backward":
+        call, plans_of_op = (lambda: dispatch.RUNTIME.backward(y, dy, 1, False),
+                             dispatch.RUNTIME.backward_plans["softmax"])
+    else:  # the public op's stored plan (no_grad), or the runtime's (autograd records it)
+        call, plans_of_op = (lambda: flashtune.softmax(x)), dispatch.RUNTIME.plans["softmax"]
+    call()
+    assert plans_of_op
+
+    def noisy(plan):
+        def run(*tensors):
+            fast_launch._fail(RuntimeError("simulated"), "launching")
+            return plan(*tensors)
+        return run
+
+    for key, plan in list(plans_of_op.items()):
+        monkeypatch.setitem(plans_of_op, key, noisy(plan))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton")
+        with pytest.raises(fast_launch.FastLaunchWarning, match="fast kernel launch failed"):
+            call()
+
+
 def test_failing_tuned_config_falls_back_to_default(fresh_db, monkeypatch):
     """A tuned variant that cannot be built or launched here must not break the model."""
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))

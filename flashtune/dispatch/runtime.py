@@ -163,6 +163,8 @@ class Runtime:
                 out = plan(x)
             except torch.OutOfMemoryError:
                 raise  # the device is full: no config would help
+            except Warning:
+                raise  # a notice made an error by the user's filters (see plan_failed)
             except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
                 plan = plan_failed(plans, base + (dim,))
         if plan is None:
@@ -210,6 +212,8 @@ class Runtime:
                 return plan(y, dy)
             except torch.OutOfMemoryError:
                 raise  # the device is full: no config would help
+            except Warning:
+                raise  # a notice made an error by the user's filters (see plan_failed)
             except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
                 plan_failed(plans, key)
         op = "log_softmax_backward" if log else "softmax_backward"
@@ -252,7 +256,12 @@ def plan_failed(plans: dict, key) -> None:
     alignment compiles a new specialization of the plan's kernel inside the plan. Where that
     fails (a tuned config that does not fit the new specialization), the error reached the
     user's model; a first call falls back from a failing tuned config to the default and says
-    so once, or raises what the default raises too (a real error)."""
+    so once, or raises what the default raises too (a real error).
+
+    A Warning a plan raises is not a failure of the plan: it is a notice the user's filters
+    made an error (python -W error), e.g. the fast launch's "the fast kernel launch failed
+    ...", said once per process. It raises as itself and the plan is kept: taken for a
+    failure, the call was decided afresh and ran without a word, and the notice was lost."""
     plans.pop(key, None)
 
 
