@@ -90,9 +90,13 @@ def impossible_path(tmp_path):
 
 
 def test_unwritable_folder_tuning_path(impossible_path):
-    with pytest.raises(CacheError, match="cannot create the folder") as caught:
+    # Named as the readers name it (the file on the path), no longer "cannot create the
+    # folder ...: Not a directory".
+    with pytest.raises(CacheError, match="cannot exist: a part of its path is not a folder") \
+            as caught:
         TuneDB(f"sqlite:///{impossible_path}")
     assert str(impossible_path) in str(caught.value)
+    assert f"({impossible_path.parent.parent})" in str(caught.value)
 
 
 def test_unwritable_folder_runtime_path(impossible_path):
@@ -454,6 +458,28 @@ def test_a_database_that_cannot_be_looked_at_is_not_called_missing(tmp_path, mon
     assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
     assert "permission denied" in said[0] and "does not exist" not in said[0], said[0]
     assert "flashtune tune" not in said[0], said[0]
+
+
+def test_a_cache_folder_that_is_a_file_is_named_not_called_a_missing_database(
+        tmp_path, monkeypatch, capsys):
+    """Defect (audit): FLASHTUNE_CACHE_DIR naming a regular file (FLASHTUNE_DB unset) made the
+    runtime say ".../afile/tuned.sqlite does not exist (run `flashtune tune`, ...)" and
+    `flashtune show` "no winner database at ... (run `flashtune tune` first)": the database
+    cannot exist there, tuning would not help; the file on the path is what is wrong."""
+    from cli_helpers import run_cli
+
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    monkeypatch.delenv("FLASHTUNE_DB", raising=False)
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(afile))
+    (winners, said) = _runtime_twice(None)
+    assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
+    assert f"a part of its path is not a folder ({afile})" in said[0], said[0]
+    assert "FLASHTUNE_CACHE_DIR" in said[0], said[0]
+    rc, _, err = run_cli(capsys, "show")
+    for message in (said[0], err):
+        assert "does not exist" not in message and "flashtune tune" not in message, message
+    assert rc == 2 and "a part of its path is not a folder" in err, err
 
 
 def test_a_database_file_this_user_may_not_read_is_named(tmp_path, monkeypatch):

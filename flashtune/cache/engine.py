@@ -186,9 +186,9 @@ def no_file_there(path: Any) -> str | None:
 
 def why_unseen(path: Any) -> str | None:
     """For a path no_file_there calls "missing": why it could not be looked at, where that
-    is not its absence (for messages): "is a symbolic link loop", or "cannot be looked at:
-    permission denied ..." (a folder on its path this user may not search). None when it is
-    missing (a dangling link too)."""
+    is not its absence (for messages): "is a symbolic link loop", "cannot be looked at:
+    permission denied ..." (a folder on its path this user may not search), or "cannot exist:
+    a part of its path is not a folder (F)". None when it is missing (a dangling link too)."""
     try:
         os.stat(path)
     except OSError as err:
@@ -197,8 +197,25 @@ def why_unseen(path: Any) -> str | None:
         if err.errno in (errno.EACCES, errno.EPERM):
             return ("cannot be looked at: permission denied (this user may not search a folder "
                     "on its path)")
+        if err.errno == errno.ENOTDIR:
+            # A file where a folder should be (FLASHTUNE_CACHE_DIR naming a file, say): no
+            # file can ever be made there, so it is not "missing" (run `flashtune tune`).
+            return "cannot exist: a part of its path is not a folder" + (
+                f" ({part})" if (part := _not_a_folder_on(path)) is not None else "")
     except ValueError:  # a NUL in the path
         pass
+    return None
+
+
+def _not_a_folder_on(path: Any) -> Path | None:
+    """The first folder of ``path``'s parents, from the root down, that is something else (a
+    file), for messages; None if none is found (the path changed meanwhile)."""
+    for part in reversed(Path(path).parents):
+        try:
+            if not stat.S_ISDIR(os.stat(part).st_mode):
+                return part
+        except OSError:
+            return None
     return None
 
 

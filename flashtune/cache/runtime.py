@@ -65,6 +65,9 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
         unseen = why_unseen(path) if why == "missing" else None
         if unseen is not None:  # there may well be a database: tuning would not help
             what, advice = unseen, "set FLASHTUNE_DB to a database this user can read"
+            if url is None and not os.environ.get(DB_ENV, "").strip():
+                # the default database, in the cache folder: that folder is what is wrong
+                advice = "set FLASHTUNE_CACHE_DIR to a folder this user can use, or FLASHTUNE_DB"
         warn_once(where, "missing", f"flashtune winner database {path} {what} ({advice}); "
                                     f"{_FALLBACK}")
         return []
