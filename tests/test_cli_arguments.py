@@ -61,6 +61,18 @@ def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
     _one_line_error(rc, err, "tune", "--journal", needle)
 
 
+@pytest.mark.parametrize("journal", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite://"])
+def test_tune_refuses_an_in_memory_sqlite_journal(tmp_path, capsys, journal):
+    # Defect (audit): an in-memory SQLite --journal was taken silently, though its study is
+    # gone when the run ends (no resume, no sharing: what --journal is for); the winner
+    # database (--db) refuses in-memory URLs.
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", journal, "--db", str(db))
+    _one_line_error(rc, err, "tune", f"--journal {journal}", "in-memory")
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("make, needle", [
     (lambda p: p.mkdir(), "is a folder"),
     (lambda p: os.mkfifo(p), "is not a regular file"),

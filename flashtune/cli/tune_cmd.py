@@ -296,7 +296,7 @@ def _check_journal_url(url: str) -> None:
 def _check_sqlite_journal_file(url: str, shown: str) -> None:
     """An SQLite --journal's file, named for what it is where it is no file SQLite can open
     (Optuna's open said only "unable to open database file" or "disk I/O error"), as a journal
-    file path is. Its -journal path holding something other than a file (a named pipe, a
+    file path is. An in-memory SQLite URL is refused: it keeps nothing. Its -journal path holding something other than a file (a named pipe, a
     folder) is refused before Optuna opens it too: SQLite opens that journal before its first
     read and waits forever on a pipe, as for the winner database (see
     cache.engine.blocked_journal)."""
@@ -305,10 +305,18 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     from ..cache.engine import blocked_journal, no_file_there, sqlite_file, why_unseen
 
     try:
-        path = sqlite_file(make_url(url))
+        parsed = make_url(url)
     except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
         return
+    path = sqlite_file(parsed)
     if path is None:
+        if parsed.get_backend_name() == "sqlite":
+            # sqlite://, sqlite:///:memory: - the study would be gone when the run ends: no
+            # resume, no sharing, which is what --journal is for (--db refuses them too).
+            raise ValueError(f"--journal {shown}: an in-memory SQLite database is gone when "
+                             "the run ends, so its study cannot be resumed or shared; give a "
+                             "journal file path or sqlite:///FILE (without --journal the "
+                             "study is kept in memory)")
         return
     unseen = why_unseen(path)  # a link loop, a folder on its path this user may not search
     if unseen is not None:
