@@ -50,7 +50,9 @@ def test_tune_refuses_an_empty_list_instead_of_tuning_the_default_set(tmp_path, 
 
 @pytest.mark.parametrize("journal, needle", [
     ("foo://bar", "cannot open it as an Optuna storage"),
-    ("sqlite:////no/such/folder/j.db", "cannot open it as an Optuna storage"),
+    # named as a journal file path's missing folder is (it said "cannot open it as an
+    # Optuna storage (OperationalError: unable to open database file)")
+    ("sqlite:////no/such/folder/j.db", "folder /no/such/folder does not exist"),
     ("", "empty"),
 ])
 def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):

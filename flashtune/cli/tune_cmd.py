@@ -324,6 +324,8 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     what = no_file_there(path)
     if what in ("a folder", "not a regular file"):
         raise ValueError(f"--journal {shown}: {path} is {what}; give an SQLite file path")
+    if not path.parent.is_dir():  # SQLite creates the file, not its folder
+        raise ValueError(f"--journal {shown}: folder {path.parent} does not exist")
     journal = blocked_journal(path)
     if journal is not None:
         raise ValueError(f"--journal {shown}: {journal}, where SQLite keeps its rollback "
