@@ -400,3 +400,20 @@ def test_an_output_in_another_dtype_fails_its_check():
     assert not SoftmaxCheck(x16)(torch.softmax(x16.float(), -1))["ok"]
     acc = check_accuracy(torch.softmax(x16.float(), -1), softmax_ref(x16, -1), torch.softmax(x16, -1))
     assert not acc.ok and "dtype" in acc.reason
+
+
+def test_the_overhead_bare_launch_says_no_numpy_warnings_under_the_interpreter():
+    """Defect (audit): `flashtune bench --interpret` printed numpy's "RuntimeWarning: invalid
+    value encountered in subtract" (-inf - -inf in masked lanes): the host-overhead record's
+    bare ``kernel[grid](...)`` launch ran outside the interpreted launcher, which switches
+    numpy's floating-point warnings off around each launch (gen.loader)."""
+    import warnings
+
+    from flashtune.bench.overhead import measure_overhead
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = measure_overhead("cpu", iters=2, repeats=1)
+    assert any(r["name"].startswith("bare") for r in record["results"]), record
+    said = [str(w.message) for w in caught if "encountered in" in str(w.message)]
+    assert not said, said

@@ -56,7 +56,15 @@ def candidates(x, config, module) -> list[tuple[str, Callable[[], object]]]:
     if config["regime"] == "row":
         kernel = getattr(module, "_softmax_row")
         grid, args, kwargs = row_kernel_call(module, config, x, y)
-        out.append(("bare Triton kernel[grid](...)", lambda: kernel[grid](*args, **kwargs)))
+        from ..gen.loader import interpreter_mode, run_interpreted
+
+        def bare():
+            return kernel[grid](*args, **kwargs)
+
+        if interpreter_mode():  # launched as the variant's launch() is (no numpy warnings)
+            out.append(("bare Triton kernel[grid](...)", lambda: run_interpreted(bare)))
+        else:
+            out.append(("bare Triton kernel[grid](...)", bare))
     out.append(("torch.empty_like (alloc only)", lambda: torch.empty_like(x)))
     return out
 

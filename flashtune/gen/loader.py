@@ -60,14 +60,23 @@ def _one_launch_at_a_time(launch, filename: str, lines: tuple):
     numpy's floating-point warnings are off during the launch: the interpreter computes on
     numpy, which warns on IEEE results the kernels mean (-inf - -inf in masked lanes, exp
     overflowing to inf), and with warnings as errors (``-W error``) every call raised."""
-    import numpy as np  # the interpreter's own dependency
-
     @functools.wraps(launch)
     def run(*args, **kwargs):
-        with _interpreter_lock, np.errstate(all="ignore"):
+        def call():
             linecache.cache[filename] = lines
             return launch(*args, **kwargs)
+        return run_interpreted(call)
     return run
+
+
+def run_interpreted(call):
+    """``call()`` as an interpreted launch runs (see _one_launch_at_a_time): one at a time,
+    numpy's floating-point warnings off. For launches of a loaded variant's kernel outside its
+    launch() (the bench's bare ``kernel[grid](...)``) under the interpreter."""
+    import numpy as np  # the interpreter's own dependency
+
+    with _interpreter_lock, np.errstate(all="ignore"):
+        return call()
 
 
 def interpreter_mode() -> bool:
