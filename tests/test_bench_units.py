@@ -417,3 +417,24 @@ def test_the_overhead_bare_launch_says_no_numpy_warnings_under_the_interpreter()
     assert any(r["name"].startswith("bare") for r in record["results"]), record
     said = [str(w.message) for w in caught if "encountered in" in str(w.message)]
     assert not said, said
+
+
+def test_attention_check_covers_every_batch_and_head():
+    """Defect: the attention check compared sampled rows of the first and the last (b, h) pair
+    only, so an output wrong in every other head passed and was timed, ratioed and reported as
+    a win: a kernel that swaps the batch and head program ids (B = H, as in the 32 x 32 x 1024
+    benchmark shape: (0, 0) and (B-1, H-1) are their own swap), or one whose schedule leaves a
+    middle head wrong. Every (b, h) pair is checked on the sampled rows."""
+    from flashtune.bench.checks import AttentionCheck
+    from flashtune.bench.peers import sdpa_reference
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 3, 40, 16, generator=gen) for _ in range(3))
+    peer = sdpa_reference(q, k, v, True)
+    check = AttentionCheck(q, k, v, True, peer)
+    assert check(peer)["ok"]
+    swapped = peer.transpose(0, 1).contiguous()  # b and h swapped: right at (0, 0) and (2, 2)
+    assert not check(swapped)["ok"], check(swapped)
+    middle = peer.clone()
+    middle[1, 1] = 0.0  # one middle head never written
+    assert not check(middle)["ok"], check(middle)

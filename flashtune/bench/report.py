@@ -208,7 +208,7 @@ def checks_line(result: dict) -> str:
             "at most 1.1 x the reference peer's + 2 ulps; softmax: full float64 oracle, reference "
             "torch.softmax; backward: full float64 oracle, reference torch's backward, ulps at "
             "the scale of the row-sum term; attention: float64 oracle on sampled query rows of "
-            "the first and last head, reference SDPA with torch's default backend).")
+            "every batch and head, reference SDPA with torch's default backend).")
 
 
 def tuning_lines(result: dict) -> list[str]:
