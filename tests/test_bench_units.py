@@ -438,3 +438,16 @@ def test_attention_check_covers_every_batch_and_head():
     middle = peer.clone()
     middle[1, 1] = 0.0  # one middle head never written
     assert not check(middle)["ok"], check(middle)
+
+
+def test_fraction_of_copy_of_a_wrong_output_is_marked():
+    """Defect: the "% copy" column (the goal's metric: >= 90% of copy) showed a wrong
+    flashtune output's fraction unmarked ("50%"), next to its GB/s marked "(wrong!)"; a reader
+    of the goal column saw a wrong kernel's speed as a result."""
+    from flashtune.bench.report import markdown
+
+    for ours_ok, cell in ((True, "| 50% |"), (False, "| 50% (wrong!) |")):
+        result = {"meta": {}, "softmax": _wrong_case(ours_ok, True), "backward": [],
+                  "attention": []}
+        table = [line for line in markdown(result, []).splitlines() if line.startswith("| 8x32")]
+        assert len(table) == 1 and cell in table[0], table

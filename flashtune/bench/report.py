@@ -146,10 +146,12 @@ def _gbs_table(rows: list[dict], peers: tuple[str, ...], op_column: bool) -> lis
         ours = case.get(FLASHTUNE)
         first = next(iter(case.values()))
         frac = ours.get("frac_copy") if ours and ours.get("status") == "ok" else None
+        # the goal's column: a wrong output's fraction is marked as its GB/s is (_cell)
+        wrong = "" if passed(ours) else " (wrong!)"
         mib = first.get("mib")  # absent or null in a hand-edited result: shown as "-"
         cells = [*([first["op"]] if op_column else []), first["shape"], first["dtype"],
                  "-" if mib is None else f"{mib:.1f}", _cell(ours, "gbs"),
-                 "-" if frac is None else f"{100 * frac:.0f}%",
+                 "-" if frac is None else f"{100 * frac:.0f}%{wrong}",
                  *(_cell(case.get(p), "gbs") for p in peers),
                  *(_ratio(case, p) for p in peers), _dispatch(ours)]
         lines.append("| " + " | ".join(cells) + " |")
