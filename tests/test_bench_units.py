@@ -451,3 +451,29 @@ def test_fraction_of_copy_of_a_wrong_output_is_marked():
                   "attention": []}
         table = [line for line in markdown(result, []).splitlines() if line.startswith("| 8x32")]
         assert len(table) == 1 and cell in table[0], table
+
+
+def test_git_commit_is_flashtunes_own_checkout_only(tmp_path, monkeypatch):
+    """Defect: git_state asked git about the folder above the flashtune package, so a
+    `pip install .` into a virtualenv inside some git repository (a project's .venv) recorded
+    that repository's commit and dirty state as flashtune's in every result. Only a checkout
+    whose top level is that folder (flashtune run from its source) names a commit."""
+    import subprocess
+
+    from flashtune.bench import runner
+
+    outer = tmp_path / "project"
+    site = outer / ".venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@x", "-C", str(outer)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (outer / "a.txt").write_text("a")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "project"], check=True)
+    # flashtune installed into the project's virtualenv
+    monkeypatch.setattr(runner, "__file__", str(site / "flashtune" / "bench" / "runner.py"))
+    assert runner.git_state() == (None, None)
+    # flashtune run from its own checkout (here: the project's top level)
+    monkeypatch.setattr(runner, "__file__", str(outer / "flashtune" / "bench" / "runner.py"))
+    commit, dirty = runner.git_state()
+    assert commit and len(commit) == 40 and dirty is False

@@ -72,18 +72,31 @@ def check_gpu(interpret: bool) -> None:
 
 
 def git_state() -> tuple[str | None, bool | None]:
-    """(commit, has uncommitted changes) of the checkout flashtune runs from, if it is one."""
+    """(commit, has uncommitted changes) of the checkout flashtune runs from, if it is one.
+
+    The folder above the flashtune package must be the checkout's top level: an installed
+    flashtune lives in site-packages, and a virtualenv inside some other git repository (a
+    project's .venv) would otherwise record that repository's commit as flashtune's."""
     repo = Path(__file__).resolve().parents[2]
     try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode != 0:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        lines = head.stdout.split("\n")
+        if head.returncode != 0 or len(lines) < 2 or not _same_folder(lines[0], repo):
             return None, None
         dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
                                 "--untracked-files=no"], capture_output=True, text=True, timeout=10)
-        return head.stdout.strip(), bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+        return lines[1].strip(), bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None, None
+
+
+def _same_folder(a: str, b: Path) -> bool:
+    """git prints the top level with links resolved: compare resolved paths."""
+    try:
+        return Path(a).resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _meta(options: BenchOptions, on_gpu: bool, timer: Timer) -> dict:
