@@ -96,6 +96,43 @@ def test_gate_checks_sampled_rows_and_the_whole_output():
     assert "NaN" in case.gate.check(hole)
 
 
+def test_gate_checks_every_batch_and_head():
+    """Defect: the gate compared sampled rows of the first and the last (b, h) pair only, so an
+    output wrong in the other heads passed and could be stored as a winner: batch and head
+    program ids swapped (B = H: (0, 0) and (B-1, H-1) are their own swap), a middle head wrong
+    (a GQA kv-head mapping bug shows there). Every pair's sampled rows are checked, output and
+    LSE."""
+    from flashtune.reference import attention_ref
+
+    p = AttentionProblem(3, 3, 3, 32, 32, 16, False, "float16")
+    case = AttentionAdapter().make_case("attention_fwd", p, "cpu", 0)
+    q, k, v = case.args[:3]
+    ref, ref_lse = attention_ref(q, k, v, False)
+    good = ref.to(torch.float16)
+    assert case.gate.check(good) is None
+    swapped = good.transpose(0, 1).contiguous()  # right at (0, 0) and (2, 2) only
+    assert case.gate.check(swapped).startswith("wrong result")
+    middle = good.clone()
+    middle[1, 1] = good[1, 2]  # a middle head reads another head's values
+    assert case.gate.check(middle).startswith("wrong result")
+    out, lse = case.recheck.args[3], case.recheck.args[4]
+    out.copy_(good)
+    lse.copy_(ref_lse)
+    assert case.recheck.check() is None
+    lse[1, 1] = ref_lse[1, 2]
+    assert case.recheck.check().startswith("wrong result")
+
+    gqa = AttentionProblem(2, 4, 2, 32, 32, 16, True, "float16")  # head h reads kv head h // 2
+    case = AttentionAdapter().make_case("attention_fwd", gqa, "cpu", 0)
+    q, k, v = case.args[:3]
+    good = attention_ref(q, k, v, True)[0].to(torch.float16)
+    assert case.gate.check(good) is None
+    wrong_kv = attention_ref(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1), True)[0]
+    middle = good.clone()
+    middle[0, 1:3] = wrong_kv[0, 1:3].to(torch.float16)  # h % Hkv mapping: wrong in heads 1, 2
+    assert case.gate.check(middle).startswith("wrong result")
+
+
 @cpu_only
 def test_planted_wrong_variant_is_a_failed_trial():
     runner = LocalRunner(PlantedAttentionAdapter(wrong_block_m=(32,)), FAST)

@@ -91,6 +91,16 @@ def pick(out: torch.Tensor, heads, rows) -> torch.Tensor:
     return torch.stack([out[b, h, rows] for b, h in heads])
 
 
+def every_pair(batch: int, heads: int) -> list[tuple[int, int]]:
+    """Every (b, h) pair, b-major: the order of ``pick_every``."""
+    return [(b, h) for b in range(batch) for h in range(heads)]
+
+
+def pick_every(out: torch.Tensor, rows) -> torch.Tensor:
+    """``pick(out, every_pair(B, H), rows)`` in one indexing op instead of B * H."""
+    return out[:, :, rows].flatten(0, 1)
+
+
 class AttentionCheck:
     """float64 oracle on sampled query rows of every (b, h) pair (all rows would cost more than
     the benchmark); SDPA with torch's own backend choice as the peer.
@@ -103,14 +113,12 @@ class AttentionCheck:
     PEER = "sdpa (default backend)"
 
     def __init__(self, q, k, v, causal: bool, peer_out: torch.Tensor):
-        self.heads = [(b, h) for b in range(q.shape[0]) for h in range(q.shape[1])]
+        self.heads = every_pair(q.shape[0], q.shape[1])
         self.rows = sample_rows(q.shape[2]).to(q.device)
         self.ref = attention_oracle(q, k, v, causal, self.heads, self.rows)
         self.peer = peer_out
 
     def __call__(self, out: torch.Tensor) -> dict:
-        # out[:, :, rows] flattened is pick() over every pair in self.heads' (b-major) order,
-        # in one indexing op instead of B * H
-        acc = check_accuracy(out[:, :, self.rows].flatten(0, 1), self.ref,
-                             self.peer[:, :, self.rows].flatten(0, 1))
+        acc = check_accuracy(pick_every(out, self.rows), self.ref,
+                             pick_every(self.peer, self.rows))
         return _summary(acc, _max_diff(out, self.peer), self.PEER)

@@ -3,8 +3,11 @@
 Inputs are randn in the problem's (B, H, N, D) layout (contiguous). A full float64 oracle of a
 benchmark problem (2 x 32 heads x 16384^2 scores) would cost more than the whole tune, so the
 gate checks a deterministic sample: the query rows of ``flashtune.bench.checks.sample_rows``
-(about ``ROWS`` spread over the sequence plus the last 8) of the first and the last (b, h)
-pair, against the bench's float64 oracle (causal mask per sampled row, bottom-right aligned).
+(about ``ROWS`` spread over the sequence plus the last 8) of every (b, h) pair, against the
+bench's float64 oracle (causal mask per sampled row, bottom-right aligned). Every pair, not a
+few: an output wrong in some heads only (batch and head program ids swapped, where B = H leaves
+(0, 0) and (B-1, H-1) unchanged; a grouped-query kv-head mapping wrong in middle heads) must
+fail. The oracle is built once per problem; each check is one indexing op.
 The peer is torch's math SDPA in the problem's dtype on the same rows, and the rule is the
 project's (``flashtune.reference.check_accuracy``). The output is filled with NaN before each
 launch (by the worker), and the gate also requires a finite output everywhere, so a variant
@@ -30,11 +33,6 @@ ROWS = 64  # sampled query rows per checked (b, h) pair (plus the last 8)
 # LSE bound: the kernels' LSE is fp32, from fp32 scores; relative to max(1, max |LSE|), as the
 # tests' rule (tests/attention_cases.py lse_error).
 LSE_RTOL = 2e-5
-
-
-def sampled_pairs(problem: AttentionProblem) -> list[tuple[int, int]]:
-    """The (batch, head) pairs the gate checks: the first and the last."""
-    return list(dict.fromkeys([(0, 0), (problem.batch - 1, problem.heads - 1)]))
 
 
 def _masked_rows(rows: torch.Tensor, n_q: int, n_k: int, causal: bool, device) -> torch.Tensor | None:
@@ -78,16 +76,17 @@ def oracle_lse_rows(q, k, causal: bool, pairs, rows: torch.Tensor) -> torch.Tens
 
 
 class AttentionGate:
-    """The accuracy rule on the sampled rows, plus a finite output everywhere; with the LSE
-    output, its sampled rows against ``ref_lse`` and no NaN or +inf anywhere."""
+    """The accuracy rule on the sampled rows of every (b, h) pair (``ref64``, ``peer`` and
+    ``ref_lse`` in ``bench.checks.every_pair`` order), plus a finite output everywhere; with
+    the LSE output, its sampled rows against ``ref_lse`` and no NaN or +inf anywhere."""
 
-    def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, pairs, rows: torch.Tensor,
+    def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, rows: torch.Tensor,
                  ref_lse: torch.Tensor | None = None):
-        self.ref, self.peer, self.pairs, self.rows = ref64, peer, pairs, rows
+        self.ref, self.peer, self.rows = ref64, peer, rows
         self.ref_lse = ref_lse
 
     def check_with_lse(self, out: torch.Tensor, lse: torch.Tensor) -> str | None:
-        from ..bench.checks import pick
+        from ..bench.checks import pick_every
 
         wrong = self.check(out)
         if wrong:
@@ -95,7 +94,7 @@ class AttentionGate:
         # -inf is right for rows that see no key (causal, Nq > Nk); NaN or +inf never is here.
         if bool((torch.isnan(lse) | torch.isposinf(lse)).any()):
             return f"{WRONG}: NaN or +inf in the LSE (rows left unwritten or overflow)"
-        got = pick(lse, self.pairs, self.rows).double()
+        got = pick_every(lse, self.rows).double()
         ref = self.ref_lse
         if not torch.equal(torch.isneginf(got), torch.isneginf(ref)):
             return f"{WRONG}: LSE -inf (rows that see no key) where the float64 reference differs"
@@ -109,12 +108,12 @@ class AttentionGate:
         return None
 
     def check(self, out: torch.Tensor) -> str | None:
-        from ..bench.checks import pick
+        from ..bench.checks import pick_every
         from ..reference import check_accuracy
 
         if not bool(torch.isfinite(out).all()):
             return f"{WRONG}: NaN or inf in the output (rows left unwritten or overflow)"
-        acc = check_accuracy(pick(out, self.pairs, self.rows), self.ref, self.peer)
+        acc = check_accuracy(pick_every(out, self.rows), self.ref, self.peer)
         if not acc.ok:
             return (f"{WRONG}: max abs error {acc.err:.3g} > bound {acc.bound:.3g} on sampled "
                     f"rows (torch math SDPA error {acc.peer_err:.3g})")
@@ -125,7 +124,7 @@ class AttentionAdapter:
     """``attention_fwd``: q, k, v -> out (no LSE), default scale."""
 
     def make_case(self, op: str, problem: AttentionProblem, device: str, seed: int) -> Case:
-        from ..bench.checks import sample_rows
+        from ..bench.checks import every_pair, sample_rows
 
         dtype = TORCH_DTYPES[problem.dtype]
         gen = torch.Generator(device=device)
@@ -139,10 +138,10 @@ class AttentionAdapter:
         q, k, v = randn(p.heads, p.nq), randn(p.kv_heads, p.nk), randn(p.kv_heads, p.nk)
         out = torch.empty_like(q)
         lse = torch.empty((p.batch, p.heads, p.nq), dtype=torch.float32, device=device)
-        pairs = sampled_pairs(p)
+        pairs = every_pair(p.batch, p.heads)
         rows = sample_rows(p.nq, ROWS).to(device)
         gate = AttentionGate(oracle_rows(q, k, v, p.causal, pairs, rows),
-                             math_sdpa_rows(q, k, v, p.causal, pairs, rows), pairs, rows,
+                             math_sdpa_rows(q, k, v, p.causal, pairs, rows), rows,
                              oracle_lse_rows(q, k, p.causal, pairs, rows))
         scale = p.head_dim ** -0.5
         recheck = Recheck((q, k, v, out, lse, scale, bool(p.causal)), (out, lse),
