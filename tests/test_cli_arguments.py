@@ -131,6 +131,22 @@ def test_tune_names_a_journal_path_it_cannot_look_at(tmp_path, capsys, monkeypat
     assert "Errno" not in err and not db.exists()
 
 
+@pytest.mark.parametrize("where", ["afile/j.log", "afile/sub/j.log"])
+@pytest.mark.parametrize("url", [False, True])
+def test_tune_says_a_journal_path_under_a_file_cannot_exist(tmp_path, capsys, where, url):
+    # Defect (audit): `--journal F/j.log` with F a regular file said "folder F does not exist",
+    # though F exists (as a file): NotADirectoryError was taken for a missing path. It now says
+    # why, in the words of cache.engine.why_unseen, as an SQLite journal URL's path does.
+    (tmp_path / "afile").write_text("x")
+    path = tmp_path / where
+    db = tmp_path / "t.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", f"sqlite:///{path}" if url else str(path), "--db", str(db))
+    _one_line_error(rc, err, "tune", "--journal", str(path),
+                    f"cannot exist: a part of its path is not a folder ({tmp_path / 'afile'})")
+    assert "does not exist" not in err and not db.exists()
+
+
 @pytest.mark.parametrize("problem, needle", [
     ("softmax:float16:0x100", "rows and columns must be >= 1"),
     ("log_softmax:float32:4x0", "rows and columns must be >= 1"),

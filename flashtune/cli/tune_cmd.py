@@ -177,11 +177,13 @@ def _check_journal(journal: str | None) -> None:
     path = expand_home(journal, "--journal")
     try:
         os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        pass  # a journal still to be made; a parent that is no folder is said below
+    except FileNotFoundError:
+        pass  # a journal still to be made; a missing parent folder is said below
     except OSError as err:
         # Path.is_dir() below raises for anything but a missing path (a folder on the path this
         # user may not search, a name too long): the bare "[Errno 13] ..." did not name --journal.
+        # A file where a folder should be (NotADirectoryError) is said as such, not as a
+        # folder that "does not exist".
         from ..cache.engine import why_unseen
 
         reason = why_unseen(path) or f"cannot be looked at ({err.strerror or err})"
