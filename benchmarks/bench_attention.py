@@ -3,7 +3,7 @@
 For each shape of the benchmark set (../shared/benchmarks.md), dtype (fp16, bf16) and causal
 flag, a small search over candidate configs (heuristic default, a few tile/warp/stage choices,
 and the Hopper paths where offered; each checked against a float64 oracle on sampled rows of
-two heads first) picks flashtune's best. It is timed next to torch SDPA with each backend
+every (batch, head) pair first) picks flashtune's best. It is timed next to torch SDPA with each backend
 forced (FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION) and compiled FlexAttention
 (causal via a block mask). Times: triton.testing.do_bench medians after warm-up; inputs randn.
 TFLOP/s = 4 * B * H * N * N * D / time (x 0.5 for causal).
@@ -49,7 +49,7 @@ from flashtune.gen.space import ConfigError  # noqa: E402
 from flashtune.reference import check_accuracy  # noqa: E402
 from flashtune.bench.attention import tflops  # noqa: E402 - shared with `flashtune bench`
 from flashtune.bench.checks import attention_oracle as oracle  # noqa: E402
-from flashtune.bench.checks import pick, sample_rows  # noqa: E402
+from flashtune.bench.checks import every_pair, pick_every, sample_rows  # noqa: E402
 from flashtune.bench.peers import make_flex  # noqa: E402
 
 # name -> (B, H, N, D, causal flags to run)
@@ -123,7 +123,8 @@ def run_case(name, dtype_name, causal, limit, features, flex, log):
                for _ in range(3))
     problem = AttentionProblem(batch, heads, heads, n, n, d, causal, dtype_name)
     rows = sample_rows(n).to(DEVICE)
-    check_heads = [(0, 0), (batch - 1, heads - 1)]
+    # every pair: a kernel wrong in some heads only (b and h swapped where B = H) must fail
+    check_heads = every_pair(batch, heads)
     ref = oracle(q, k, v, causal, check_heads, rows)
     row = {"shape": name, "B": batch, "H": heads, "N": n, "D": d, "dtype": dtype_name,
            "causal": causal, "peers": {}, "candidates": []}
@@ -142,7 +143,7 @@ def run_case(name, dtype_name, causal, limit, features, flex, log):
             row["peers"][peer] = {"error": f"{type(err).__name__}: {err}"[:300]}
     # Peer output for the accuracy rule: SDPA's own choice of backend, in the same dtype.
     try:
-        peer_out = pick(F.scaled_dot_product_attention(q, k, v, is_causal=causal), check_heads, rows)
+        peer_out = pick_every(F.scaled_dot_product_attention(q, k, v, is_causal=causal), rows)
     except Exception:  # noqa: BLE001
         peer_out = ref.to(dtype)
     if flex is not None:
@@ -161,7 +162,7 @@ def run_case(name, dtype_name, causal, limit, features, flex, log):
         try:
             out = attention_forward(q, k, v, causal, config=cfg)
             _sync()
-            acc = check_accuracy(pick(out, check_heads, rows), ref, peer_out)
+            acc = check_accuracy(pick_every(out, rows), ref, peer_out)
             entry["accuracy"] = str(acc)
             if not acc.ok:
                 continue
