@@ -71,6 +71,20 @@ def test_faster_replaces_slower_and_slower_does_not(db_url):
         assert (got.config, got.median_ms) == (row_config(warps=16), 1.0)
 
 
+def test_replace_stores_a_slower_winner_and_is_a_bool(db_url):
+    # The tuner's write: the stored median may come from another shape of the bucket, and the
+    # tuner measured the stored config itself on the shape it tuned.
+    with TuneDB(db_url) as db:
+        assert _store(db, row_config(warps=16), median=1.0) is True
+        assert db.upsert_winner(DEV, FAMILY, KEY, row_config(warps=4), median_ms=2.0,
+                                p20_ms=2.0, p80_ms=2.0, trials=3, replace=True) is True
+        got = db.winner(DEV, FAMILY, KEY)
+        assert (got.config, got.median_ms, got.trials) == (row_config(warps=4), 2.0, 3)
+        with pytest.raises(TypeError, match="replace must be True or False"):
+            db.upsert_winner(DEV, FAMILY, KEY, row_config(warps=4), median_ms=2.0,
+                             p20_ms=2.0, p80_ms=2.0, trials=3, replace="yes")
+
+
 def test_equal_times_resolve_the_same_whatever_the_order(db_url):
     configs = [row_config(warps=w) for w in (4, 8, 16, 32)]
     expected = min(configs, key=canonical_json)

@@ -15,7 +15,8 @@ from flashtune.tuner.gate import Gate
 from flashtune.tuner.problems import TuneProblem, default_problems, parse_problem
 from flashtune.tuner.session import SessionOptions, run_session
 from flashtune.tuner.space import SearchSpace, canonical
-from flashtune.tuner.study import TuneOptions, choose_winner, grid_order, tune_problem
+from flashtune.tuner.study import (TuneOptions, candidate_list, choose_winner, grid_order,
+                                   tune_problem)
 from flashtune.tuner.timing import TimingOptions
 from flashtune.tuner.adapter import SoftmaxAdapter
 from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
@@ -676,3 +677,109 @@ def test_a_finalist_that_kills_the_worker_at_its_recheck_is_never_stored(tmp_pat
         assert result.winner is None, f"stored a config that crashed: {result.winner}"
     else:
         assert result.winner is not None and result.winner["num_warps"] == 4, result.winner
+
+
+# -- a bucket's stored winner is weighed on the shape being tuned ------------------------------
+# Winners are stored per bucket (8x68 and 8x128 of fp32 share one), and a tune used to store its
+# winner only if faster than the stored one: a median measured on another shape of the bucket.
+# So tuning 8x128 after 8x68 kept 8x68's winner ("the stored winner of an earlier run is faster
+# and stays"), comparing times of different shapes. The tuner now measures the stored config on
+# this shape, among its own, and stores what wins here.
+
+class ColsRunner(TableRunner):
+    """A kernel's time grows with the row length (bandwidth-bound rows); ``fast`` (a config)
+    takes half its time."""
+
+    def __init__(self, fast=None):
+        super().__init__(None)
+        self.fast = canonical(fast) if fast is not None else None
+
+    def setup(self, task):
+        self.cols = task.problem.n_cols
+
+    def measure(self, config):
+        self.calls.append(canonical(config))
+        t = self.cols * (1 + config["num_warps"] / 100) / 1000
+        t = t / 2 if canonical(config) == self.fast else t
+        return Measurement("ok", t, t, t)
+
+
+def _bucket_winner(db, tp):
+    from flashtune.cache import DeviceInfo
+    from flashtune.gen import template_family_hash
+
+    return db.winner(DeviceInfo.current("cpu"), template_family_hash(tp.op), tp.key())
+
+
+def _store_bucket_winner(db, tp, config, median_ms):
+    from flashtune.cache import DeviceInfo
+    from flashtune.gen import template_family_hash
+
+    assert db.upsert_winner(DeviceInfo.current("cpu"), template_family_hash(tp.op), tp.key(),
+                            dict(config), median_ms=median_ms, p20_ms=median_ms,
+                            p80_ms=median_ms, trials=1)
+
+
+GRID3 = SessionOptions(tune=TuneOptions(mode="grid", n_trials=3, top_k=1, retime_rounds=1),
+                       progress=False)
+
+
+def test_a_second_shape_of_a_bucket_stores_its_own_winner(tmp_path):
+    problems = [parse_problem("softmax:float32:8x68"), parse_problem("softmax:float32:8x128")]
+    assert problems[0].key() == problems[1].key()
+    with TuneDB(f"sqlite:///{tmp_path / 'b.sqlite'}") as db:
+        result = run_session(problems, db, GRID3, runner=ColsRunner(), device="cpu")
+        stored = _bucket_winner(db, problems[1])
+    second = result.problems[1]
+    assert result.winners == 2
+    # before: 8x68's winner (0.0687 ms) stayed and 8x128's (0.129 ms) was dropped
+    assert stored.config == second.winner and stored.median_ms == second.winner_ms.median_ms
+
+
+@pytest.mark.parametrize("mode", ["grid", "tpe"])
+def test_a_stored_winner_still_fastest_on_this_shape_is_measured_and_wins_again(tmp_path, mode):
+    tp = parse_problem("softmax:float32:8x128")
+    kept, _ = candidate_list(tp.op, tp.problem)
+    fast = dict(sorted(kept, key=canonical)[-1])  # last in grid order: 3 trials never reach it
+    runner = ColsRunner(fast=fast)
+    opts = SessionOptions(tune=TuneOptions(mode=mode, n_trials=3, top_k=1, retime_rounds=1),
+                          progress=False)
+    with TuneDB(f"sqlite:///{tmp_path / 'w.sqlite'}") as db:
+        _store_bucket_winner(db, tp, fast, 50.0)  # another shape's (slower) time
+        result = run_session([tp], db, opts, runner=runner, device="cpu")
+        stored = _bucket_winner(db, tp)
+    assert canonical(fast) in runner.calls  # measured on this shape
+    r = result.problems[0]
+    assert r.winner == fast and r.winner_ms.median_ms == pytest.approx(0.128 * 1.08 / 2)
+    assert stored.config == fast and stored.median_ms == r.winner_ms.median_ms
+
+
+@pytest.mark.parametrize("stored", ["outside this problem's space", "edited outside flashtune"])
+def test_a_stored_winner_this_problem_cannot_use_is_ignored(tmp_path, stored):
+    import warnings
+
+    from sqlalchemy import create_engine, text
+
+    tp = parse_problem("softmax:float32:8x128")
+    other = parse_problem("softmax:float32:8x4096")
+    kept, _ = candidate_list(tp.op, tp.problem)
+    here = {canonical(c) for c in kept}
+    outside = next(dict(c) for c in candidate_list(other.op, other.problem)[0]
+                   if canonical(c) not in here)
+    url = f"sqlite:///{tmp_path / 'o.sqlite'}"
+    runner = ColsRunner(fast=outside)
+    with TuneDB(url) as db:
+        _store_bucket_winner(db, tp, outside, 1e-6)
+    if stored == "edited outside flashtune":
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE ft_v1_winners SET config = :c"), {"c": '{"num_warps": "x"}'})
+        engine.dispose()
+    with TuneDB(url) as db, warnings.catch_warnings():
+        warnings.simplefilter("error")  # not even a warning: this tune's winner replaces it
+        result = run_session([tp], db, GRID3, runner=runner, device="cpu")
+        winner = _bucket_winner(db, tp)
+    assert canonical(outside) not in runner.calls
+    r = result.problems[0]
+    assert r.winner is not None and winner.config == r.winner
+    assert winner.median_ms == r.winner_ms.median_ms

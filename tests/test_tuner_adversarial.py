@@ -267,28 +267,35 @@ def test_a_problem_whose_every_trial_failed_says_why(tmp_path, monkeypatch, caps
             "failed: launch error: RuntimeError: planted: cannot launch)") in err, err
 
 
-def test_a_tune_whose_winner_loses_to_the_stored_one_says_so(tmp_path, monkeypatch, capsys):
-    # Was: "softmax:float32:8x100: 2.1 ms with {...}" and "1/1 problems tuned ...; winners
-    # stored in ...", while the database kept its faster winner of an earlier run (faster
-    # replaces slower): `flashtune show` then listed another config than the tune reported.
+def test_a_tune_weighs_the_stored_winner_on_its_shape_and_stores_its_own_pick(
+        tmp_path, monkeypatch, capsys):
+    # Was: the stored winner of an earlier run stayed when its median was faster ("the stored
+    # winner of an earlier run is faster (1e-06 ms) and stays"), a median that may come from
+    # another shape of the bucket. Now the stored config is measured on this shape among the
+    # candidates, and this run's pick (which beat it here) is stored.
     from flashtune.cache import DeviceInfo
     from flashtune.gen import template_family_hash
+    from flashtune.tuner.space import canonical
 
     _fast_candidates(monkeypatch)
     url = f"sqlite:///{tmp_path / 'f.sqlite'}"
     tp = parse_problem(PROBLEMS[0])
     earlier, _ = five_candidates(tp.op, tp.problem, "cpu", None)
+    device, family = DeviceInfo.current("cpu"), template_family_hash(tp.op)
     with TuneDB(url) as db:
-        assert db.upsert_winner(DeviceInfo.current("cpu"), template_family_hash(tp.op), tp.key(),
-                                earlier[0], median_ms=1e-6, p20_ms=1e-6, p80_ms=1e-6, trials=1)
+        assert db.upsert_winner(device, family, tp.key(), earlier[-1], median_ms=1e-6,
+                                p20_ms=1e-6, p80_ms=1e-6, trials=1)
     rc = main(["tune", "--interpret", "--no-isolate", "--db", url, "--trials", "2", "--top-k",
                "1", "--problem", PROBLEMS[0]])
     out, err = capsys.readouterr()
     assert rc == 0
-    assert "1/1 problems tuned" in out
-    assert "the stored winner of an earlier run is faster (1e-06 ms) and stays" in out + err
+    assert "1/1 problems tuned" in out and "1 winner(s) stored" in out
+    assert "stays" not in out + err
     with TuneDB(url) as db:
-        assert [w.median_ms for w in db.winners()] == [1e-6]
+        [winner] = db.winners()
+        measured = {canonical(t.config) for t in db.trials(device, family, tp.key())}
+    assert canonical(earlier[-1]) in measured  # weighed on this shape
+    assert winner.median_ms > 1e-6 and canonical(winner.config) in measured
 
 
 class TableRunner:

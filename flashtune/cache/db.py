@@ -194,23 +194,30 @@ class TuneDB:
             conn.execute(statement)
 
     def upsert_winner(self, device: DeviceInfo, family_hash: str, key: ProblemKey, config: Any, *,
-                      median_ms: float, p20_ms: float, p80_ms: float, trials: int) -> bool:
+                      median_ms: float, p20_ms: float, p80_ms: float, trials: int,
+                      replace: bool = False) -> bool:
         """Store a winner unless the stored one is faster; True if this one is stored now.
 
         Equal medians: the smaller canonical config JSON wins, whatever the insertion order.
+        ``replace``: store it whatever the stored one's median (the tuner, which measured the
+        stored config itself on the shape it tuned: the stored median may come from another
+        shape of the bucket).
         """
         from .. import __version__
 
         self._check_writable()
+        if type(replace) is not bool:
+            raise TypeError(f"replace must be True or False, got {replace!r}")
         values = _key_values(device, family_hash, key)
         median, p20, p80 = check_timing(median_ms, p20_ms, p80_ms)
         values.update(config=config_json(key.op, config), median_ms=median, p20_ms=p20,
                       p80_ms=p80, trials=check_trials(trials), flashtune_version=__version__,
                       tuned_at=now_utc())
         with self._guard("storing a winner"), writing(self._engine) as conn:
-            return self._upsert_winner(conn, values)
+            return self._upsert_winner(conn, values, replace)
 
-    def _upsert_winner(self, conn: Connection, values: dict[str, Any]) -> bool:
+    def _upsert_winner(self, conn: Connection, values: dict[str, Any],
+                       replace: bool = False) -> bool:
         # A stored row no reader can use (edited outside flashtune: a config outside the space,
         # a bad timestamp) goes whatever its median: the faster-wins rule below would keep it,
         # and no re-tune or import could ever give its problem a usable winner again.
@@ -225,7 +232,7 @@ class TuneDB:
         statement = insert.on_conflict_do_update(
             index_elements=list(KEY_COLUMNS),
             set_={name: new[name] for name in _non_key(WINNERS)},
-            where=better,
+            where=None if replace else better,
         )
         # rowcount: 1 when inserted or replaced, 0 when the stored winner stayed
         return conn.execute(statement).rowcount == 1

@@ -400,7 +400,7 @@ def run(args) -> int:
         print(f"flashtune tune: {err}", file=sys.stderr)
         return 1
     from ..cache import TuneDB
-    from ..tuner.session import TuneInterrupted, first_line, kept_stored, run_session
+    from ..tuner.session import TuneInterrupted, first_line, run_session
 
     # After the other checks (a journal file it creates stays, even when the run stops on a bad
     # argument or no GPU), before the database is made.
@@ -419,16 +419,12 @@ def run(args) -> int:
     finally:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
-    # A winner that lost to an earlier run's faster one is not stored (said per problem below):
-    # "winners stored in DB" was printed even when nothing was.
-    stored = sum(1 for p in result.problems if p.winner is not None and p.kept_stored_ms is None)
+    # Every winner found is stored ("winners stored in DB" was printed even when none was).
+    stored = result.winners
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
           f"{result.device.name} in {result.wall_s:.1f} s; "
           + (f"{stored} winner(s) stored in {db.where}" if stored else "no winner stored")
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
-    for p in result.problems:
-        if p.kept_stored_ms is not None:  # what `flashtune show` lists is not this run's pick
-            print(f"flashtune tune: {p.label}: {kept_stored(p)}")
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
     return 1 if failed else 0

@@ -132,15 +132,27 @@ class _Recorder:
                                      error=m.error or "failed")
         self.recorded += 1
 
+    def stored_config(self) -> dict | None:
+        """The config of the winner stored for this problem's bucket, or None (none stored, or
+        a row no reader can use: this run's winner replaces it, so it is not worth a warning)."""
+        import warnings
+
+        from ..cache import CacheWarning
+
+        with self._naming_the_problem(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", CacheWarning)
+            stored = self.db.winner(self.device, self.family, self.key)
+        return stored.config if stored is not None else None
+
     def winner(self, result: ProblemResult) -> None:
         m = result.winner_ms
         with self._naming_the_problem():
-            stored = self.db.upsert_winner(self.device, self.family, self.key, result.winner,
-                                           median_ms=m.median_ms, p20_ms=m.p20_ms,
-                                           p80_ms=m.p80_ms, trials=len(result.measured))
-            if not stored:  # an earlier run's faster winner stays: say so, not "stored"
-                kept = self.db.winner(self.device, self.family, self.key)
-                result.kept_stored_ms = kept.median_ms if kept is not None else m.median_ms
+            # Whatever the stored winner's median: it may come from another shape of the
+            # bucket, and this run measured the stored config on its own shape (tune_problem's
+            # ``stored``), so its winner is the faster one here.
+            self.db.upsert_winner(self.device, self.family, self.key, result.winner,
+                                  median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
+                                  trials=len(result.measured), replace=True)
 
 
 def run_session(problems, db, options: SessionOptions | None = None, *, runner=None,
@@ -199,7 +211,8 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                 result = tune_problem(tp, runner, device=device, options=tune_opts, study_name=name,
                                       on_trial=recorder.trial, progress=progress,
                                       precompiler=precompiler, max_shared_bytes=shared,
-                                      sm_count=device_info.sm_count)
+                                      sm_count=device_info.sm_count,
+                                      stored=recorder.stored_config())
             except WorkerError as err:
                 progress.close()
                 result = ProblemResult(tp.label(), 0, 0, error=str(err))
@@ -250,12 +263,8 @@ def _summary(r: ProblemResult) -> str:
         return f"{r.label}: no winner ({first_line(r.error)})"
     fails = len(r.failed)
     return (f"{r.label}: {r.winner_ms.median_ms:.4f} ms with {r.winner} "
-            f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, {r.wall_s:.1f} s)"
-            + (f"; not stored: {kept_stored(r)}" if r.kept_stored_ms is not None else ""))
-
-
-def kept_stored(r: ProblemResult) -> str:
-    return f"the stored winner of an earlier run is faster ({r.kept_stored_ms:.4g} ms) and stays"
+            f"({len(r.measured)} trials, {fails} failed, stopped by {r.stopped_by}, "
+            f"{r.wall_s:.1f} s)")
 
 
 def first_line(error: str | None) -> str:

@@ -12,7 +12,8 @@
   capability, so identical GPUs share a study (ask/tell is safe across processes: each process
   asks its own trials, TPE's constant liar keeps them apart) and different GPUs never mix
   timings. Each process keeps its own worker process, so a faulting kernel only restarts that
-  GPU's worker. The winner cache (TuneDB) takes concurrent upserts (faster replaces slower).
+  GPU's worker. The winner cache (TuneDB) takes concurrent upserts (one atomic write each:
+  a bucket keeps the winner stored last).
 """
 
 from __future__ import annotations

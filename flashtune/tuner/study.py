@@ -1,14 +1,15 @@
 """Search one problem: Optuna TPE (or grid, or random) over the candidates, then pick a winner.
 
 Flow per problem: candidates = gen's ``fitting_configs`` minus resource misfits (the op's
-family in ``families`` knows both); TPE (seeded
-sampler) starts from the heuristic defaults (``enqueue_trial``); each proposed config is
-measured once (compile, correctness gate, timing) - a repeated proposal is answered from the
-memo; failures are recorded with their reason and told PRUNED so TPE avoids their region. Stops
-at the trial count, the time budget or when ``patience`` trials bring no gain. Then the top few
-pass the gate again and are re-timed round-robin and, within the noise band of the fastest, the winner is the heuristic
-default if it is there, else picked by a fixed rule (fewest warps, then fewest stages, then
-smallest block, then canonical JSON), so re-tunes agree even when timings jitter.
+family in ``families`` knows both); TPE (seeded sampler) starts from the heuristic defaults and
+the bucket's stored winner (``enqueue_trial``); each proposed config is measured once (compile,
+correctness gate, timing) - a repeated proposal is answered from the memo; failures are recorded
+with their reason and told PRUNED so TPE avoids their region. Stops at the trial count, the
+time budget or when ``patience`` trials bring no gain. Then the top few (and the seeded
+defaults and stored winner) pass the gate again and are re-timed round-robin and, within the
+noise band of the fastest, the winner is the heuristic default if it is there, else the stored
+winner, else picked by a fixed rule (fewest warps, then fewest stages, then smallest block,
+then canonical JSON), so re-tunes agree even when timings jitter.
 
 ``grid`` mode measures every candidate (or a deterministic subsample of ``grid_limit``): the
 yardstick for measuring the tuner itself. ``random`` mode is the baseline TPE must beat.
@@ -77,9 +78,6 @@ class ProblemResult:
     wall_s: float = 0.0
     search_s: float = 0.0  # the part of wall_s that the time budget governs (the search)
     error: str | None = None
-    # The median of a winner stored by an earlier run that stayed because it is faster than
-    # this run's (faster replaces slower in the cache); None when this run's winner was stored.
-    kept_stored_ms: float | None = None
 
     @property
     def failed(self) -> list[tuple[dict, Measurement]]:
@@ -182,8 +180,12 @@ class _Search:
 def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: str = "",
                  candidates: list | None = None, on_trial: Callable | None = None,
                  progress=None, precompiler=None, max_shared_bytes: int | None = None,
-                 sm_count: int = 132) -> ProblemResult:
-    """Tune one TuneProblem with ``runner``; returns what was measured and the winner."""
+                 sm_count: int = 132, stored: dict | None = None) -> ProblemResult:
+    """Tune one TuneProblem with ``runner``; returns what was measured and the winner.
+
+    ``stored``: the config the database holds for this problem's bucket (an earlier run's
+    winner, maybe tuned on another shape of the bucket). If it is a candidate here it is
+    seeded and re-timed with the finalists, so the winner has beaten it on this shape."""
     t_start = time.monotonic()
     fam = family(tp.op)
     if candidates is None:
@@ -198,11 +200,14 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     defaults = [c for c in dict.fromkeys([fam.default_config(tp.op, tp.problem, sm_count),
                                           fam.default_config(tp.op, tp.problem)])
                 if c in space] if options.seed_defaults else []
-    # Seeded trials: the defaults (re-timed with the finalists whatever their first time), then
-    # the default's twins of one knob that the family names (tried early, re-timed only if
-    # they make the top few).
-    seeds = [c for c in dict.fromkeys(defaults + fam.seed_twins(tp.op, tp.problem, sm_count))
-             if c in space] if options.seed_defaults else []
+    # The stored winner as this space's own candidate; one that is none (another shape's
+    # misfit, a config of templates since changed) is left out: this run's winner replaces it.
+    incumbent = [space.by_key[canonical(stored)]] if stored is not None and stored in space else []
+    # Seeded trials: the defaults and the stored winner (re-timed with the finalists whatever
+    # their first time), then the default's twins of one knob that the family names (tried
+    # early, re-timed only if they make the top few).
+    twins = fam.seed_twins(tp.op, tp.problem, sm_count) if options.seed_defaults else []
+    seeds = [c for c in dict.fromkeys(defaults + incumbent + twins) if c in space]
     task = Task(tp.op, tp.problem, device, options.seed)
     try:
         runner.setup(task)
@@ -229,7 +234,7 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
         lines = str(err).strip().splitlines()
         result.stopped_by = f"worker lost ({lines[0] if lines else type(err).__name__})"
     result.search_s = time.monotonic() - search.t0
-    _finish(search, result, defaults)
+    _finish(search, result, defaults, incumbent)
     if progress is not None:
         progress.close()
     result.wall_s = time.monotonic() - t_start
@@ -468,9 +473,13 @@ def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], l
     return retimed, unjudged
 
 
-def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
+def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -> None:
     """Re-time the top few round-robin and choose the winner by the fixed rule.
 
+    The bucket's stored winner (``incumbent``) is re-timed too unless it failed here, even if
+    the search never reached it (a grid cut by the trial count, the time budget): the tuner
+    stores its winner in its place, so the winner must have beaten it on this shape; inside
+    the noise band it stays (after the defaults), so re-tunes do not churn the cache.
     The seeded defaults that passed are re-timed too, whatever their first time: a single
     measurement can be inflated (the GPU still busy with other work, clocks ramping at a
     session's start, host time: see adapter.LastVariant), and a winner should have beaten the
@@ -487,8 +496,10 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
         if len(finalists) == search.options.top_k:
             break
     passed = {canonical(c) for c, _ in ok}
-    for c in defaults:
-        if canonical(c) in passed and canonical(c) not in seen:
+    # (not when every trial failed: then _all_failed says why, as without a stored winner)
+    unmeasured = {canonical(c) for c in incumbent} - set(search.memo) if ok else set()
+    for c in [*defaults, *incumbent]:
+        if canonical(c) in passed | unmeasured and canonical(c) not in seen:
             seen.add(canonical(c))
             finalists.append(dict(c))  # a plain dict, as the measured finalists are
     if not finalists:
@@ -500,9 +511,11 @@ def _finish(search: _Search, result: ProblemResult, defaults=()) -> None:
         # The worker could not be set up to re-time (no finalist ran): fall back to the trial
         # times of the finalists never judged, never to one whose re-check failed on its own
         # (its output refused, its launch raised or took the worker down).
-        pairs = [(c, search.memo[canonical(c)]) for c, lost in zip(finalists, unjudged) if lost]
+        pairs = [(c, search.memo[canonical(c)]) for c, lost in zip(finalists, unjudged)
+                 if lost and canonical(c) in search.memo]
         if not pairs:
             result.error = result.error or "no finalist passed the correctness gate again"
             return
-    result.winner, result.winner_ms = choose_winner(pairs, search.options.noise_band, defaults)
+    result.winner, result.winner_ms = choose_winner(pairs, search.options.noise_band,
+                                                    [*defaults, *incumbent])
     result.finalists = pairs
