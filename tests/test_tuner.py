@@ -284,6 +284,21 @@ def test_grid_subsample_is_deterministic_and_keeps_defaults():
     assert 50 <= len(first) <= 51 and configs[-1] in first
 
 
+def test_grid_mode_measures_the_seeded_defaults_within_its_trials():
+    """Grid mode cut the canonical order to --trials, so with 3 trials out of thousands of
+    candidates the heuristic default (which grid_order keeps in the subsample) was never
+    measured, nor re-timed beside the finalists. The seeds come first now."""
+    from flashtune.gen.softmax_space import default_config
+
+    tp = TuneProblem("softmax", SoftmaxProblem(8, 128, "float32"))
+    default = canonical(default_config(tp.op, tp.problem))
+    runner = TableRunner(lambda c: 1.0 + c["num_warps"] / 64)
+    opts = TuneOptions(mode="grid", n_trials=3, top_k=1, retime_rounds=1)
+    r = tune_problem(tp, runner, device="cpu", options=opts)
+    assert default in runner.calls
+    assert len({canonical(c) for c, _ in r.measured}) == 3
+
+
 def test_gate_agrees_with_the_project_accuracy_rule():
     x = torch.randn(16, 300, dtype=torch.float16)
     ref = softmax_ref(x)

@@ -116,14 +116,17 @@ def candidate_list(op: str, problem, max_shared_bytes: int | None = None, device
 
 
 def grid_order(candidates: list, limit: int | None, must_have=()) -> list:
-    """All candidates, or a deterministic subsample (seeded by the sorted JSON, so stable)."""
+    """All candidates, or a deterministic subsample (seeded by the sorted JSON, so stable);
+    the ``must_have`` ones among them first, so that a run cut to fewer trials than the grid
+    still measures the seeds (heuristic defaults, a stored winner)."""
     ordered = sorted(candidates, key=canonical)
-    if limit is None or limit >= len(ordered):
-        return ordered
-    keep = {canonical(c) for c in must_have if c in ordered}
-    sample = random.Random(1234).sample(ordered, limit)
-    chosen = {canonical(c) for c in sample} | keep
-    return [c for c in ordered if canonical(c) in chosen]
+    if limit is not None and limit < len(ordered):
+        chosen = {canonical(c) for c in random.Random(1234).sample(ordered, limit)}
+        chosen |= {canonical(c) for c in must_have if c in ordered}
+        ordered = [c for c in ordered if canonical(c) in chosen]
+    keep = {canonical(c) for c in must_have}
+    return ([c for c in ordered if canonical(c) in keep]
+            + [c for c in ordered if canonical(c) not in keep])
 
 
 class _Search:
