@@ -20,7 +20,7 @@ from flashtune.gen import loader as loader_mod
 from flashtune.gen import load_variant
 from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
 from flashtune.gen.softmax_space import SoftmaxProblem, default_config
-from test_cache_support import DEV, FAMILY, KEY, row_config
+from test_cache_support import DEV, FAMILY, KEY, row_config, unsearchable
 
 _NO_STRIDES = {  # layouts whose tensors raise on .stride() (nested: on .shape too)
     "csr": lambda x: x.to_sparse_csr(),
@@ -106,14 +106,7 @@ def test_env_does_not_call_a_database_it_cannot_look_at_not_created(capsys, monk
     line = next(line for line in out.splitlines() if line.startswith("database"))
     assert rc == 0 and "symbolic link loop" in line and "not created" not in line, out
     hidden = tmp_path / "private" / "tuned.sqlite"
-    real_stat = os.stat
-
-    def stat_(target, *args, **kwargs):  # tests run as root: as if "private" were 0o700, not ours
-        if os.fspath(target) == str(hidden):
-            raise PermissionError(13, "Permission denied", str(target))
-        return real_stat(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat_)
+    unsearchable(monkeypatch, hidden)
     monkeypatch.setenv("FLASHTUNE_DB", str(hidden))
     rc, out, err = _cli(capsys, "env")
     line = next(line for line in out.splitlines() if line.startswith("database"))

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from flashtune.cache import CacheError, CacheWarning, DeviceInfo, TuneDB
-from test_cache_support import DEV, FAMILY, KEY, row_config
+from test_cache_support import DEV, FAMILY, KEY, row_config, unsearchable
 
 
 def test_export_skips_rows_that_import_would_refuse(tmp_path):
@@ -63,14 +63,7 @@ def test_writers_name_a_folder_on_the_path_they_may_not_search(tmp_path, monkeyp
     path = tmp_path / "private" / "tuned.sqlite"
     with TuneDB(str(path)):
         pass
-    real_stat = os.stat
-
-    def stat_(target, *args, **kwargs):  # tests run as root: as if "private" were 0o700, not ours
-        if os.fspath(target) == str(path):
-            raise PermissionError(13, "Permission denied", str(target))
-        return real_stat(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat_)
+    unsearchable(monkeypatch, path)
     with pytest.raises(CacheError, match="permission denied"):
         TuneDB(str(path))
     export = tmp_path / "winners.json"

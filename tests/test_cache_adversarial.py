@@ -27,7 +27,7 @@ from flashtune.cache import engine as engine_mod
 from flashtune.cache import transfer
 from blocking import PIPES, within
 from cli_helpers import run_cli as _cli
-from test_cache_support import DEV, FAMILY, KEY, key_for, row_config  # noqa: F401
+from test_cache_support import DEV, FAMILY, KEY, key_for, row_config, unsearchable  # noqa: F401
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit when parsed
 
@@ -343,18 +343,6 @@ def test_export_never_creates_a_database(tmp_path, capsys):
     assert not missing.parent.exists() and not (tmp_path / "o.json").exists()
 
 
-def _unsearchable(monkeypatch, path):
-    """os.stat of path fails as in a folder this user may not search (tests run as root)."""
-    real_stat = os.stat
-
-    def stat_(target, *args, **kwargs):
-        if os.fspath(target) == str(path):
-            raise PermissionError(13, "Permission denied", str(target))
-        return real_stat(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat_)
-
-
 def test_export_names_a_database_it_cannot_look_at(tmp_path, capsys, monkeypatch):
     # Defect: a symbolic link loop at the database path was "no winner database at ... (run
     # `flashtune tune` first)", and a folder on its path this user may not search was a bare
@@ -367,7 +355,7 @@ def test_export_names_a_database_it_cannot_look_at(tmp_path, capsys, monkeypatch
     _one_line_error(err, "export")
     hidden = tmp_path / "private" / "tuned.sqlite"
     _store(f"sqlite:///{hidden}")
-    _unsearchable(monkeypatch, hidden)
+    unsearchable(monkeypatch, hidden)
     rc, _, err = _cli(capsys, "export", str(tmp_path / "o.json"), "--db", str(hidden))
     assert rc == 2 and "permission denied" in err and str(hidden) in err, err
     assert "[Errno" not in err and "flashtune tune" not in err, err

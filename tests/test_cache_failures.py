@@ -19,7 +19,7 @@ from flashtune.cache import CacheError, CacheWarning, TuneDB, read_runtime_winne
 from flashtune.cache import runtime as runtime_mod
 from flashtune.gen import render_variant
 from test_cache_support import (_NO_PG, DEV, FAMILY, KEY, PG_URL, db_url, key_for,  # noqa: F401
-                                raw_engine, row_config, sqlite_url)
+                                raw_engine, row_config, sqlite_url, unsearchable)
 
 
 def _store(db, config=None, median=1.0, key=KEY):
@@ -446,14 +446,7 @@ def test_a_database_that_cannot_be_looked_at_is_not_called_missing(tmp_path, mon
     assert "symbolic link loop" in said[0] and "does not exist" not in said[0], said[0]
 
     hidden = tmp_path / "private" / "tuned.sqlite"  # as if "private" were mode 0o700, not ours
-    real_stat = os.stat
-
-    def stat(path, *args, **kwargs):
-        if os.fspath(path) == str(hidden):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat)
+    unsearchable(monkeypatch, hidden)
     (winners, said) = _runtime_twice(str(hidden))
     assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
     assert "permission denied" in said[0] and "does not exist" not in said[0], said[0]

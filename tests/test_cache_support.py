@@ -67,6 +67,19 @@ def sqlite_url(tmp_path):
     return f"sqlite:///{tmp_path / 'tuned.sqlite'}"
 
 
+def unsearchable(monkeypatch, path) -> None:
+    """os.stat of ``path`` fails as in a folder this user may not search (another user's
+    0o700 folder): the tests run as root, to whom every folder is searchable."""
+    real_stat = os.stat
+
+    def stat_(target, *args, **kwargs):
+        if os.fspath(target) == str(path):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_)
+
+
 def raw_engine(url: str):
     """A plain engine (none of TuneDB's settings), to tamper with tables behind its back."""
     from sqlalchemy import create_engine

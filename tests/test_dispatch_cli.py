@@ -12,6 +12,7 @@ from flashtune.gen.softmax_space import SoftmaxProblem, default_config
 
 import flashtune.dispatch as dispatch
 from dispatch_helpers import DEVICE, fresh_db, row_config, seed  # noqa: F401
+from test_cache_support import unsearchable
 
 pytestmark = pytest.mark.filterwarnings("ignore::flashtune.cache.CacheWarning")
 
@@ -72,20 +73,11 @@ def test_show_and_clear_do_not_call_an_unreadable_database_missing(fresh_db, cap
     # `flashtune tune` first)" / "nothing to clear", exit 0: info.database_missing read any
     # failed stat as a missing file. It is a database the command cannot use: exit 2, and
     # the message names the path and the reason.
-    import os
-
     if why == "link loop":
         fresh_db.symlink_to(fresh_db)
     else:
         seed(fresh_db, "softmax", "float32", (8, 64), row_config(64))
-        real_stat = os.stat
-
-        def stat_(target, *args, **kwargs):  # as if its folder were another user's 0o700 one
-            if os.fspath(target) == str(fresh_db):
-                raise PermissionError(13, "Permission denied", str(target))
-            return real_stat(target, *args, **kwargs)
-
-        monkeypatch.setattr(os, "stat", stat_)
+        unsearchable(monkeypatch, fresh_db)  # as if its folder were another user's 0o700 one
     assert main(command) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"flashtune {command[0]}: error: "), (out, err)
