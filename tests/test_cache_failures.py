@@ -6,6 +6,7 @@ The tuning path (TuneDB) raises CacheError with a clear message; the runtime pat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -219,18 +220,26 @@ def test_locked_database_tuning_path(sqlite_url, tmp_path):
         assert db.winner(DEV, FAMILY, KEY).median_ms == 1.0
 
 
+@contextlib.contextmanager
+def _readers_locked_out(path):
+    """Another process's exclusive transaction on the SQLite file at ``path``: in exclusive
+    locking mode it keeps even readers out until the body is done."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 def test_locked_database_runtime_path(sqlite_url, tmp_path, monkeypatch):
     with TuneDB(sqlite_url) as db:
         _store(db)
     monkeypatch.setattr(runtime_mod, "RUNTIME_TIMEOUT_S", 0.1)
-    holder = sqlite3.connect(tmp_path / "tuned.sqlite", isolation_level=None)
-    holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # keeps even readers out
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
+    with _readers_locked_out(tmp_path / "tuned.sqlite"):
         winners, said = _runtime_twice(sqlite_url)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert winners == [] and len(said) == 1 and "locked" in said[0]
     assert ".;" not in said[0], said[0]
 
@@ -243,14 +252,8 @@ def test_a_later_different_trouble_is_said_too(sqlite_url, tmp_path, monkeypatch
     with TuneDB(sqlite_url) as db:
         _store(db)
     monkeypatch.setattr(runtime_mod, "RUNTIME_TIMEOUT_S", 0.1)
-    holder = sqlite3.connect(tmp_path / "tuned.sqlite", isolation_level=None)
-    holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # keeps even readers out
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
+    with _readers_locked_out(tmp_path / "tuned.sqlite"):
         _, locked = _runtime_twice(sqlite_url)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert len(locked) == 1 and "locked" in locked[0], locked
     for name in ("tuned.sqlite-wal", "tuned.sqlite-shm"):
         (tmp_path / name).unlink(missing_ok=True)
