@@ -4,6 +4,7 @@
 # each, then the attention tests that name huge scores on CUDA tensors.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
+HUGE="$HERE/../../session30_2026-11-23/scripts/huge_scores.py"  # session 30's, unchanged
 T=flashtune/templates
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/device.txt"
 python -c "import torch, triton; print(torch.__version__, triton.__version__)" >> "$OUT/device.txt"
@@ -13,10 +14,10 @@ echo "adversarial on cuda rc=$?"; tail -2 "$OUT/adversarial_gpu.txt"
 for round in 1 2; do
   cp "$HERE/fold_before/_attention_common.py.jinja" $T/
   python "$HERE/attn_times.py" before$round > "$OUT/before$round.log" 2>&1
-  [ $round = 1 ] && python "$HERE/huge_scores.py" > "$OUT/huge_before.txt" 2>&1
+  [ $round = 1 ] && python "$HUGE" > "$OUT/huge_before.txt" 2>&1
   cp /tmp/after.jinja $T/_attention_common.py.jinja
   python "$HERE/attn_times.py" after$round > "$OUT/after$round.log" 2>&1
-  [ $round = 1 ] && python "$HERE/huge_scores.py" > "$OUT/huge_after.txt" 2>&1
+  [ $round = 1 ] && python "$HUGE" > "$OUT/huge_after.txt" 2>&1
 done
 grep -v Warning "$OUT/huge_before.txt" | grep -v "return _read" | sed 's/^/before: /'
 grep -v Warning "$OUT/huge_after.txt" | grep -v "return _read" | sed 's/^/after: /'
