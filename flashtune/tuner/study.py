@@ -119,12 +119,11 @@ def grid_order(candidates: list, limit: int | None, must_have=()) -> list:
     """All candidates, or a deterministic subsample (seeded by the sorted JSON, so stable);
     the ``must_have`` ones among them first, so that a run cut to fewer trials than the grid
     still measures the seeds (heuristic defaults, a stored winner)."""
+    keep = {canonical(c) for c in must_have}
     ordered = sorted(candidates, key=canonical)
     if limit is not None and limit < len(ordered):
-        chosen = {canonical(c) for c in random.Random(1234).sample(ordered, limit)}
-        chosen |= {canonical(c) for c in must_have if c in ordered}
+        chosen = {canonical(c) for c in random.Random(1234).sample(ordered, limit)} | keep
         ordered = [c for c in ordered if canonical(c) in chosen]
-    keep = {canonical(c) for c in must_have}
     return ([c for c in ordered if canonical(c) in keep]
             + [c for c in ordered if canonical(c) not in keep])
 
@@ -467,12 +466,9 @@ def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], l
     # a config that has just crashed its worker).
     retimed, unjudged = [], []
     for config in finalists:
-        try:
-            retimed.append(runner.retime([config], rounds)[0])
-            unjudged.append(False)
-        except WorkerError as err:
-            retimed.append(Measurement.failed(str(err), fatal=True))
-            unjudged.append(True)
+        measured, lost = _recheck(runner, [config], rounds)  # alone: the first branch above
+        retimed += measured
+        unjudged += lost
     return retimed, unjudged
 
 
