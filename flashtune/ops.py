@@ -42,6 +42,7 @@ from .dispatch.call_state import jit_tracing as _jit_tracing
 from .dispatch.call_state import single_vmap as _single_vmap
 from .dispatch.runtime import ACCEPTED_DTYPES as _ACCEPTED_DTYPES
 from .dispatch.runtime import RUNTIME as _R
+from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.softmax_ops import normalize_dim as _normalize_dim
@@ -49,7 +50,6 @@ from .gen.softmax_ops import normalize_dim as _normalize_dim
 __all__ = ["softmax", "log_softmax"]
 
 _Tensor = torch.Tensor
-_OutOfMemoryError = torch.OutOfMemoryError
 # nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
 _Parameter = torch.nn.Parameter
 _dtype = torch.dtype
@@ -103,10 +103,8 @@ def softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
     if plan is not None and x is _NO_X:
         try:
             return plan(input)
-        except _OutOfMemoryError:
-            raise  # the device is full: no config would help
-        except Warning:
-            raise  # a notice made an error by the user's filters (see runtime.plan_failed)
+        except _NOT_A_PLAN_FAILURE:
+            raise  # the device full, a notice under -W error (runtime.NOT_A_PLAN_FAILURE)
         except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
             _plan_failed(_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, False, dtype, x)
@@ -122,10 +120,8 @@ def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
     if plan is not None and x is _NO_X:
         try:
             return plan(input)
-        except _OutOfMemoryError:
-            raise  # the device is full: no config would help
-        except Warning:
-            raise  # a notice made an error by the user's filters (see runtime.plan_failed)
+        except _NOT_A_PLAN_FAILURE:
+            raise  # the device full, a notice under -W error (runtime.NOT_A_PLAN_FAILURE)
         except Exception:  # noqa: BLE001 - the full path decides afresh (runtime.plan_failed)
             _plan_failed(_LOG_SOFTMAX_PLANS, _plan_key(input, dim))
     return _call(input, dim, True, dtype, x)

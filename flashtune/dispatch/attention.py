@@ -27,7 +27,7 @@ from ..gen.attention_space import (HEAD_DIM_MAX, HEAD_DIM_STEP, AttentionProblem
 from ..gen.space import Config
 from .chooser import resolve_device
 from .plans import attention_plan
-from .runtime import RUNTIME
+from .runtime import NOT_A_PLAN_FAILURE, RUNTIME
 
 OP = attention_ops.OP
 
@@ -118,12 +118,9 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = N
     try:
         result = attention_ops.attention_forward(q, k, v, causal, scale, return_lse,
                                                  choose=choose_and_record)
-    except torch.OutOfMemoryError:
-        raise  # the device is full: not the config's fault, and no config would help
-    except Warning:
-        # A notice made an error by the user's filters (python -W error), e.g. "chosen config
-        # cannot run" for this call's layout: it raises as README says, and the tuned config,
-        # which did not fail, is kept for the calls it can run.
+    except NOT_A_PLAN_FAILURE:
+        # e.g. "chosen config cannot run" for this call's layout under -W error: the tuned
+        # config, which did not fail, is kept for the calls it can run.
         raise
     except Exception as err:
         # A bad input (or one no variant can run) is the caller's error: raise that, and keep

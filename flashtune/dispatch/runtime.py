@@ -54,6 +54,13 @@ def check_backward_pair(y: torch.Tensor, dy: torch.Tensor) -> None:
         raise ValueError(f"y and dy must be on one device, got {y.device} and {dy.device}")
 
 
+# What a plan, or a config being tried, raises that is not its failure, and so raises as it
+# is: the device full (not the config's fault; no config would help), and a notice the
+# user's filters made an error (python -W error; see plan_failed). Taken for a failure, a
+# tuned config that did not fail would be dropped, or the notice lost.
+NOT_A_PLAN_FAILURE = (torch.OutOfMemoryError, Warning)
+
+
 class Runtime:
     def __init__(self) -> None:
         # op -> {plan key: plan}; the dict objects live as long as the process (see reset).
@@ -161,10 +168,8 @@ class Runtime:
         if plan is not None:
             try:
                 out = plan(x)
-            except torch.OutOfMemoryError:
-                raise  # the device is full: no config would help
-            except Warning:
-                raise  # a notice made an error by the user's filters (see plan_failed)
+            except NOT_A_PLAN_FAILURE:
+                raise
             except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
                 plan = plan_failed(plans, base + (dim,))
         if plan is None:
@@ -210,10 +215,8 @@ class Runtime:
         if plan is not None:
             try:
                 return plan(y, dy)
-            except torch.OutOfMemoryError:
-                raise  # the device is full: no config would help
-            except Warning:
-                raise  # a notice made an error by the user's filters (see plan_failed)
+            except NOT_A_PLAN_FAILURE:
+                raise
             except Exception:  # noqa: BLE001 - decided afresh below (see plan_failed)
                 plan_failed(plans, key)
         op = "log_softmax_backward" if log else "softmax_backward"
@@ -230,13 +233,8 @@ class Runtime:
         try:
             plan = make_plan(t, dim, op, picked.config)
             return plan, plan(*args)
-        except torch.OutOfMemoryError:
-            raise  # the device is full: not the config's fault, and no config would help
-        except Warning:
-            # A notice made an error by the user's filters (python -W error), e.g. "cannot
-            # write generated kernels to ...": it raises as itself (README), and the tuned
-            # config, which did not fail, is kept.
-            raise
+        except NOT_A_PLAN_FAILURE:
+            raise  # e.g. "cannot write generated kernels to ..." under -W error: config kept
         except Exception as err:
             if picked.how == "default":
                 raise
