@@ -298,10 +298,10 @@ def _check_journal_url(url: str) -> None:
 def _check_sqlite_journal_file(url: str, shown: str) -> None:
     """An SQLite --journal's file, named for what it is where it is no file SQLite can open
     (Optuna's open said only "unable to open database file" or "disk I/O error"), as a journal
-    file path is. An in-memory SQLite URL is refused: it keeps nothing. Its -journal path holding something other than a file (a named pipe, a
-    folder) is refused before Optuna opens it too: SQLite opens that journal before its first
-    read and waits forever on a pipe, as for the winner database (see
-    cache.engine.blocked_journal)."""
+    file path is. An in-memory SQLite URL is refused: it keeps nothing. Its -journal path
+    holding something other than a file (a named pipe, a folder) is refused before Optuna
+    opens it too: SQLite opens that journal before its first read and waits forever on a
+    pipe, as for the winner database (see cache.engine.blocked_journal)."""
     from sqlalchemy.engine import make_url
 
     from ..cache.engine import blocked_journal, no_file_there, sqlite_file, why_unseen
@@ -420,10 +420,10 @@ def run(args) -> int:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
     # Every winner found is stored ("winners stored in DB" was printed even when none was).
-    stored = result.winners
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
           f"{result.device.name} in {result.wall_s:.1f} s; "
-          + (f"{stored} winner(s) stored in {db.where}" if stored else "no winner stored")
+          + (f"{result.winners} winner(s) stored in {db.where}" if result.winners
+             else "no winner stored")
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
