@@ -79,7 +79,8 @@ def row_kernel_call(module, config, x, y) -> tuple[tuple, tuple, dict]:
     grid = (triton.cdiv(rows, config["rows_per_program"]),)
     args = (x, y, rows, cols // grain, x.stride(0) // grain, y.stride(0) // grain)
     kwargs = dict(BLOCK=config["block"], ROWS=config["rows_per_program"], GRAIN=grain,
-                  num_warps=config["num_warps"], num_stages=config["num_stages"])
+                  num_warps=config["num_warps"], num_stages=config["num_stages"],
+                  enable_fp_fusion=True)  # as the template launches it
     return grid, args, kwargs
 
 
