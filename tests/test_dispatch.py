@@ -369,6 +369,39 @@ def test_boolean_switch_of_unknown_value_warns_once(monkeypatch):
         assert Settings.from_env().disabled is False  # once per value
 
 
+@pytest.mark.parametrize("switch", ["FLASHTUNE_DISABLE", "FLASHTUNE_LOG"])
+def test_readme_filter_recipe_lets_a_bad_switch_value_through(tmp_path, switch):
+    """Defect: with torch imported first (any model), importing flashtune reads the switches,
+    and an unknown value's DispatchWarning raised out of that import under `python -W error`.
+    So `from flashtune.dispatch import DispatchWarning`, which the README's recipe needs to
+    let its notices through, itself raised (pytest's `default::flashtune...DispatchWarning`
+    filter line stopped the whole session the same way); the notice must wait for the filter."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import warnings, torch\n"
+            "from flashtune.cache.errors import CacheWarning\n"
+            "from flashtune.dispatch import DispatchWarning\n"
+            "warnings.filterwarnings('default', category=CacheWarning)\n"
+            "warnings.filterwarnings('default', category=DispatchWarning)\n"
+            "import flashtune\n"
+            "x = torch.randn(3, 17)\n"
+            "torch.testing.assert_close(flashtune.softmax(x), torch.softmax(x, -1))\n"
+            "flashtune.softmax(x)\n"
+            "print('ran')\n")
+    root = Path(__file__).parent.parent
+    env = dict(os.environ, FLASHTUNE_CACHE_DIR=str(tmp_path / "cache"), TRITON_INTERPRET="1",
+               FLASHTUNE_DB=f"sqlite:///{tmp_path / 'missing.sqlite'}", **{switch: "ture"},
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ran", out.stderr[-2000:]
+    # Said once, at the first call, as the missing database's notice is.
+    assert out.stderr.count(f"{switch}='ture' is ignored") == 1, out.stderr
+    assert out.stderr.count("missing.sqlite does not exist") == 1, out.stderr
+
+
 def test_log_switch_logs_once_per_problem(fresh_db, monkeypatch, caplog):
     monkeypatch.setenv("FLASHTUNE_LOG", "1")
     dispatch.reset()

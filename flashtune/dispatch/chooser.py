@@ -120,6 +120,7 @@ class Dispatcher:
         # No decision picks one again: a model whose shapes keep changing would otherwise
         # retry the broken kernel (a compile each time on a GPU) and warn for every new shape.
         self._failed: dict[tuple, object] = {}  # configs that failed (a dict: see reject)
+        self._deferred: list[str] = []  # notices for the first table load (see defer)
         # Re-entrant: a signal handler runs in the thread it interrupts, maybe while this lock
         # is held (loading a table reads the database), and one that calls flashtune with a
         # new shape would wait forever on a plain lock. Safe to run inside: an inner table()
@@ -207,7 +208,15 @@ class Dispatcher:
                     self._tables[index] = entry
         return entry
 
+    def defer(self, message: str) -> None:
+        """A DispatchWarning to say on the first call that loads a table (first calls read
+        the database there and say its notices), not now (see Runtime.reset)."""
+        self._deferred.append(message)
+
     def _load(self, device: torch.device) -> _DeviceTable:
+        while self._deferred:
+            # Popped first: a notice that raises (still an error) is said once, as any other.
+            warnings.warn(self._deferred.pop(0), DispatchWarning, stacklevel=5)
         info, winners = self._reader(device)
         table = WinnerTable.from_winners(winners)
         if info is not None:

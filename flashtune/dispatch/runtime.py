@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 
 import torch
 
 from ..forks import after_fork_in_child
+from ..gen.notices import DispatchWarning
 from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
 from ..gen.softmax_space import MAX_COLS
 from .chooser import Dispatcher
@@ -79,11 +81,22 @@ class Runtime:
         # reset() may leave the outer one's settings, read from the environment a moment before.
         self._store_lock = threading.RLock()
         self.generation = 0
-        self.reset()
+        self.reset(importing=True)
 
-    def reset(self) -> None:
-        settings = Settings.from_env()
+    def reset(self, importing: bool = False) -> None:
+        # At import (RUNTIME below), a notice about a switch's value that the user's filters
+        # make an error (python -W error) must not fail the import: that import is also how
+        # the README's recipe gets DispatchWarning to let it through (with torch imported
+        # first, `import flashtune` builds this runtime). Such a notice waits for the first
+        # call, which says it where the database's own notices are said (Dispatcher.defer).
+        notices: list[str] | None = [] if importing else None
+        settings = Settings.from_env(notices)
         dispatcher = Dispatcher(settings)
+        for message in notices or ():
+            try:
+                warnings.warn(message, DispatchWarning, stacklevel=3)
+            except DispatchWarning:
+                dispatcher.defer(message)
         with self._store_lock:
             self._install(settings, dispatcher)
 

@@ -39,11 +39,12 @@ def bool_word(text: str) -> bool | None:
     return True if value in _TRUE else False if value in _FALSE else None
 
 
-def env_flag(name: str, default: bool = False) -> bool:
+def env_flag(name: str, default: bool = False, notices: list[str] | None = None) -> bool:
     """A boolean FLASHTUNE_* switch: 1/true/yes/on or 0/false/no/off, in any case and with
     spaces around; unset or blank (as for FLASHTUNE_DB): ``default``. Another value gives
     ``default`` too, with one DispatchWarning per value, so that a typo does not silently leave
-    a switch as it was."""
+    a switch as it was; with ``notices``, that warning's message is appended there instead
+    (the caller says it)."""
     raw = os.environ.get(name, "")
     value = bool_word(raw)
     if value is not None:
@@ -52,9 +53,12 @@ def env_flag(name: str, default: bool = False) -> bool:
         _WARNED.add((name, raw))
         # No "flashtune:" prefix: the name says whose switch it is, and the CLI puts
         # "flashtune <command>: warning:" before our warnings.
-        warnings.warn(f"{name}={raw!r} is ignored (expected 1/true/yes/on or 0/false/no/off); "
-                      f"using the default, {'on' if default else 'off'}",
-                      DispatchWarning, stacklevel=2)
+        message = (f"{name}={raw!r} is ignored (expected 1/true/yes/on or 0/false/no/off); "
+                   f"using the default, {'on' if default else 'off'}")
+        if notices is not None:
+            notices.append(message)
+        else:
+            warnings.warn(message, DispatchWarning, stacklevel=2)
     return default
 
 
@@ -71,10 +75,12 @@ class Settings:
     interpreter: bool  # TRITON_INTERPRET: CPU tensors run our kernels in Triton's interpreter
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls, notices: list[str] | None = None) -> "Settings":
+        """``notices``: see env_flag."""
         from ..gen.loader import interpreter_mode
 
-        return cls(disabled=env_flag("FLASHTUNE_DISABLE"), log=env_flag("FLASHTUNE_LOG"),
+        return cls(disabled=env_flag("FLASHTUNE_DISABLE", notices=notices),
+                   log=env_flag("FLASHTUNE_LOG", notices=notices),
                    interpreter=interpreter_mode())
 
     @property
