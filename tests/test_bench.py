@@ -374,3 +374,28 @@ def test_report_without_matplotlib_says_how_to_get_it(bench_run, tmp_path, monke
     assert rc == 0, err
     assert 'pip install matplotlib' in out + err and "flashtune[bench]" not in out + err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MARKDOWN_NAME]
+
+
+def test_bench_interpret_without_triton_interpret_set(tmp_path):
+    """Defect: `flashtune bench --interpret` with TRITON_INTERPRET unset (what its --help
+    offers: "--interpret (or TRITON_INTERPRET=1)") failed every flashtune and online-1024 case
+    ("Cannot call @triton.jit'd outside of the scope of a kernel") and exited 0: the command
+    imported Triton (asking whether the interpreter was on) before it set TRITON_INTERPRET, and
+    Triton decides at each @triton.jit, its own tl functions included, whether it interprets."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(FLASHTUNE_CACHE_DIR=str(tmp_path / "cache"),
+               FLASHTUNE_DB=f"sqlite:///{tmp_path / 'tuned.sqlite'}",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-m", "flashtune", "bench", "--interpret", "--out",
+                          str(tmp_path / "out"), "--ops", "softmax", "--no-overhead"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / JSON_NAME).read_text())
+    ours = [r for r in result["softmax"] if r["impl"] == FLASHTUNE]
+    assert ours and all(r["status"] == "ok" for r in ours), [r.get("error") for r in ours]

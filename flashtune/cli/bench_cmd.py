@@ -59,6 +59,11 @@ def run(args) -> int:
 
     from ..gen.loader import interpreter_mode
 
+    if args.interpret:
+        # Before Triton is imported (interpreter_mode imports it): Triton decides at each
+        # @triton.jit, its own tl functions included, whether it interprets; set later, the
+        # interpreted kernels called compiled tl functions and every flashtune case failed.
+        os.environ["TRITON_INTERPRET"] = "1"
     interpret = args.interpret or interpreter_mode()
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
         raise ValueError(f"--budget must be > 0 seconds and finite, got {args.budget}")
