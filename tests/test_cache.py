@@ -85,6 +85,34 @@ def test_replace_stores_a_slower_winner_and_is_a_bool(db_url):
                              p20_ms=2.0, p80_ms=2.0, trials=3, replace="yes")
 
 
+
+def test_replace_keeps_a_faster_row_another_writer_stored_meanwhile(db_url):
+    """Two tuners on one bucket: each reads the stored winner (here S0, or none), measures it
+    with its own configs, and stores its pick with replace. Was: the last write won, so a
+    slower winner written second replaced the faster one stored in between. Now replace
+    applies only while the stored row is the one the writer read (``if_stored``); a row
+    another writer stored meanwhile is kept unless the new one is faster."""
+    def tuned(config, median, seen):
+        return db.upsert_winner(DEV, FAMILY, KEY, config, median_ms=median, p20_ms=median,
+                                p80_ms=median, trials=3, replace=True, if_stored=seen)
+
+    s0, a, b = row_config(warps=4), row_config(warps=8), row_config(warps=16)
+    with TuneDB(db_url) as db:
+        assert _store(db, s0, median=1.0) is True  # an earlier run's winner
+        assert tuned(b, 2.0, s0) is True  # tuner B: S0 still there, replaced (slower or not)
+        assert tuned(a, 3.0, s0) is False  # tuner A read S0 too: B's faster row stays
+        got = db.winner(DEV, FAMILY, KEY)
+        assert (got.config, got.median_ms) == (b, 2.0)
+        assert tuned(a, 1.5, s0) is True  # faster than B's: stored
+        assert db.winner(DEV, FAMILY, KEY).config == a
+        assert tuned(b, 5.0, a) is True  # a tuner that read A's row replaces it, slower or not
+        db.clear()
+        assert tuned(b, 2.0, None) is True  # none stored, none read: stored
+        assert tuned(a, 3.0, None) is False  # read none, B stored meanwhile: B's faster row stays
+        assert db.winner(DEV, FAMILY, KEY).config == b
+        with pytest.raises(ConfigError):
+            tuned(a, 1.0, {"num_warps": "x"})  # a config outside the space, as for ``config``
+
 def test_equal_times_resolve_the_same_whatever_the_order(db_url):
     configs = [row_config(warps=w) for w in (4, 8, 16, 32)]
     expected = min(configs, key=canonical_json)

@@ -769,6 +769,44 @@ def test_a_stored_winner_still_fastest_on_this_shape_is_measured_and_wins_again(
     assert stored.config == fast and stored.median_ms == r.winner_ms.median_ms
 
 
+
+class OtherTunerRunner(ColsRunner):
+    """ColsRunner, and at its first measurement another tuner (another connection) stores its
+    winner for the bucket: ``config`` at ``median_ms``."""
+
+    def __init__(self, url, tp, config, median_ms):
+        super().__init__()
+        self.url, self.tp, self.other = url, tp, (dict(config), median_ms)
+
+    def measure(self, config):
+        if self.other is not None:
+            with TuneDB(self.url) as other_db:
+                _store_bucket_winner(other_db, self.tp, *self.other)
+            self.other = None
+        return super().measure(config)
+
+
+@pytest.mark.parametrize("other_ms", [1e-6, 50.0])
+def test_a_winner_another_tuner_stored_during_the_search_stays_unless_slower(tmp_path, other_ms):
+    """Two tuners on one bucket (`flashtune tune` on two GPUs of a kind, or two shapes of one
+    bucket): was "the last one wins", so this tune replaced a faster winner that the other
+    tuner stored while it searched, though it never measured that config. Now its own pick
+    replaces only the row it read and measured; another's stays unless this pick is faster."""
+    tp = parse_problem("softmax:float32:8x128")
+    kept, _ = candidate_list(tp.op, tp.problem)
+    other = dict(sorted(kept, key=canonical)[-1])  # last in grid order: 3 trials never reach it
+    url = f"sqlite:///{tmp_path / 'race.sqlite'}"
+    runner = OtherTunerRunner(url, tp, other, other_ms)
+    with TuneDB(url) as db:
+        result = run_session([tp], db, GRID3, runner=runner, device="cpu")
+        stored = _bucket_winner(db, tp)
+    r = result.problems[0]
+    assert r.winner is not None and canonical(other) not in runner.calls
+    if other_ms < r.winner_ms.median_ms:  # the other tuner's faster winner stays
+        assert (stored.config, stored.median_ms) == (other, other_ms)
+    else:
+        assert (stored.config, stored.median_ms) == (r.winner, r.winner_ms.median_ms)
+
 @pytest.mark.parametrize("stored", ["outside this problem's space", "edited outside flashtune"])
 def test_a_stored_winner_this_problem_cannot_use_is_ignored(tmp_path, stored):
     import warnings

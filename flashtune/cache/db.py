@@ -32,6 +32,8 @@ from .warn import warn_once
 WINNERS: Table = WinnerRow.__table__
 TRIALS: Table = TrialRow.__table__
 MAX_ERROR_CHARS = 4000  # a compiler traceback is kept, a runaway one is cut
+# upsert_winner's if_stored left out: replace applies whatever row is stored.
+ANY_STORED = object()
 
 
 def create_shareable(path: Path) -> None:
@@ -195,13 +197,16 @@ class TuneDB:
 
     def upsert_winner(self, device: DeviceInfo, family_hash: str, key: ProblemKey, config: Any, *,
                       median_ms: float, p20_ms: float, p80_ms: float, trials: int,
-                      replace: bool = False) -> bool:
+                      replace: bool = False, if_stored: Any = ANY_STORED) -> bool:
         """Store a winner unless the stored one is faster; True if this one is stored now.
 
         Equal medians: the smaller canonical config JSON wins, whatever the insertion order.
         ``replace``: store it whatever the stored one's median (the tuner, which measured the
         stored config itself on the shape it tuned: the stored median may come from another
-        shape of the bucket).
+        shape of the bucket). ``if_stored`` (with ``replace``): the config of the winner the
+        caller read before measuring, None if there was none; replace applies only while the
+        stored row still holds it. A row another writer stored meanwhile (a second tuner on
+        the same bucket), which the caller never measured, is kept unless this one is faster.
         """
         from .. import __version__
 
@@ -209,15 +214,19 @@ class TuneDB:
         if type(replace) is not bool:
             raise TypeError(f"replace must be True or False, got {replace!r}")
         values = _key_values(device, family_hash, key)
+        if if_stored is ANY_STORED or if_stored is None:
+            seen = if_stored
+        else:
+            seen = config_json(key.op, if_stored)
         median, p20, p80 = check_timing(median_ms, p20_ms, p80_ms)
         values.update(config=config_json(key.op, config), median_ms=median, p20_ms=p20,
                       p80_ms=p80, trials=check_trials(trials), flashtune_version=__version__,
                       tuned_at=now_utc())
         with self._guard("storing a winner"), writing(self._engine) as conn:
-            return self._upsert_winner(conn, values, replace)
+            return self._upsert_winner(conn, values, replace, seen)
 
     def _upsert_winner(self, conn: Connection, values: dict[str, Any],
-                       replace: bool = False) -> bool:
+                       replace: bool = False, seen: Any = ANY_STORED) -> bool:
         # A stored row no reader can use (edited outside flashtune: a config outside the space,
         # a bad timestamp) goes whatever its median: the faster-wins rule below would keep it,
         # and no re-tune or import could ever give its problem a usable winner again.
@@ -229,10 +238,18 @@ class TuneDB:
         new, old = insert.excluded, WINNERS.c
         better = or_(new.median_ms < old.median_ms,
                      and_(new.median_ms == old.median_ms, new.config < old.config))
+        if not replace:
+            where = better
+        elif seen is ANY_STORED:
+            where = None
+        elif seen is None:  # none was stored: a row there now is another writer's
+            where = better
+        else:  # checked in the same statement as the write: no other writer in between
+            where = or_(better, old.config == seen)
         statement = insert.on_conflict_do_update(
             index_elements=list(KEY_COLUMNS),
             set_={name: new[name] for name in _non_key(WINNERS)},
-            where=None if replace else better,
+            where=where,
         )
         # rowcount: 1 when inserted or replaced, 0 when the stored winner stayed
         return conn.execute(statement).rowcount == 1

@@ -110,6 +110,7 @@ class _Recorder:
         self.db, self.device, self.family, self.key = db, device_info, family_hash, key
         self.label = label
         self.recorded = 0  # trial rows written (what an interruption keeps of this problem)
+        self.read: dict | None = None  # the stored winner's config read by stored_config()
 
     @contextlib.contextmanager
     def _naming_the_problem(self):
@@ -134,7 +135,8 @@ class _Recorder:
 
     def stored_config(self) -> dict | None:
         """The config of the winner stored for this problem's bucket, or None (none stored, or
-        a row no reader can use: this run's winner replaces it, so it is not worth a warning)."""
+        a row no reader can use: this run's winner replaces it, so it is not worth a warning).
+        Kept as what this run read: its winner replaces only that row (see winner())."""
         import warnings
 
         from ..cache import CacheWarning
@@ -142,17 +144,21 @@ class _Recorder:
         with self._naming_the_problem(), warnings.catch_warnings():
             warnings.simplefilter("ignore", CacheWarning)
             stored = self.db.winner(self.device, self.family, self.key)
-        return stored.config if stored is not None else None
+        self.read = stored.config if stored is not None else None
+        return self.read
 
     def winner(self, result: ProblemResult) -> None:
         m = result.winner_ms
         with self._naming_the_problem():
             # Whatever the stored winner's median: it may come from another shape of the
             # bucket, and this run measured the stored config on its own shape (tune_problem's
-            # ``stored``), so its winner is the faster one here.
+            # ``stored``), so its winner is the faster one here. Only while the row is still
+            # the one it read (if_stored): another tuner's winner, stored during this search
+            # and never measured here, stays unless this one is faster.
             self.db.upsert_winner(self.device, self.family, self.key, result.winner,
                                   median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms,
-                                  trials=len(result.measured), replace=True)
+                                  trials=len(result.measured), replace=True,
+                                  if_stored=self.read)
 
 
 def run_session(problems, db, options: SessionOptions | None = None, *, runner=None,

@@ -12,8 +12,9 @@
   capability, so identical GPUs share a study (ask/tell is safe across processes: each process
   asks its own trials, TPE's constant liar keeps them apart) and different GPUs never mix
   timings. Each process keeps its own worker process, so a faulting kernel only restarts that
-  GPU's worker. The winner cache (TuneDB) takes concurrent upserts (one atomic write each:
-  a bucket keeps the winner stored last).
+  GPU's worker. The winner cache (TuneDB) takes concurrent upserts (one atomic write each):
+  a tuner's winner replaces the bucket's row only while it is the one that tuner read and
+  measured; a winner another tuner stored meanwhile stays unless the new one is faster.
 """
 
 from __future__ import annotations
