@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from flashtune.cache import ProblemKey, TuneDB
+from flashtune.gen.attention_space import AttentionProblem
 from flashtune.gen.softmax_space import SoftmaxProblem, fitting_configs
 from flashtune.reference import check_accuracy, softmax_ref
 from flashtune.tuner.gate import Gate
@@ -836,3 +837,19 @@ def test_a_stored_winner_this_problem_cannot_use_is_ignored(tmp_path, stored):
     r = result.problems[0]
     assert r.winner is not None and winner.config == r.winner
     assert winner.median_ms == r.winner_ms.median_ms
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: SoftmaxProblem(8.0, 128, "float32"), "rows"),
+    (lambda: SoftmaxProblem(8, "128", "float32"), "columns"),
+    (lambda: SoftmaxProblem(True, 128, "float32"), "rows"),
+    (lambda: AttentionProblem(1, 2, 2, 64.0, 64, 16, False, "float16"), "nq"),
+    (lambda: AttentionProblem(1, 2, 2, 64, 64, "16", False, "float16"), "head_dim"),
+])
+def test_a_problem_with_sizes_that_are_no_ints_is_a_type_error_naming_the_size(make, field):
+    """Defect (audit): TuneProblem took SoftmaxProblem(8.0, 128, ...) (run_session then failed
+    with "AttributeError: 'float' object has no attribute 'bit_length'") and
+    SoftmaxProblem(8, "128", ...) with a bare "'<' not supported between ... 'str' and 'int'"."""
+    op = "attention_fwd" if field in ("nq", "head_dim") else "softmax"
+    with pytest.raises(TypeError, match=f"{field}.*int"):
+        TuneProblem(op, make())

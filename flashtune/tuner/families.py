@@ -25,6 +25,7 @@ class SoftmaxFamily:
     def check(problem) -> None:
         if not isinstance(problem, softmax_space.SoftmaxProblem):
             raise TypeError(f"softmax ops take a SoftmaxProblem, got {type(problem).__name__}")
+        _check_ints(problem, rows="n_rows", columns="n_cols")
         if problem.n_rows < 1 or problem.n_cols < 1:
             raise ValueError("problem rows and columns must be >= 1")
         if problem.n_cols > softmax_space.MAX_COLS:  # else "no candidate config fits", unexplained
@@ -84,6 +85,8 @@ class AttentionFamily:
     def check(problem) -> None:
         if not isinstance(problem, attention_space.AttentionProblem):
             raise TypeError(f"attention ops take an AttentionProblem, got {type(problem).__name__}")
+        _check_ints(problem, **{name: name for name in
+                                ("batch", "heads", "kv_heads", "nq", "nk", "head_dim")})
         p = problem
         if min(p.batch, p.heads, p.kv_heads, p.nq, p.nk) < 1:
             raise ValueError("attention batch, heads, kv_heads and sequence lengths must be >= 1")
@@ -164,3 +167,13 @@ def family(op: str):
         return _BY_OP[op]
     except KeyError:
         raise ValueError(f"unknown op {op!r}; expected one of {sorted(_BY_OP)}") from None
+
+
+def _check_ints(problem, **fields: str) -> None:
+    """The problem's sizes (label -> attribute) are ints: a float or a str failed later, deep
+    in the bucket's or the tensors' making ("'float' object has no attribute 'bit_length'"),
+    and a bool passed as 1."""
+    for label, attribute in fields.items():
+        value = getattr(problem, attribute)
+        if type(value) is not int:
+            raise TypeError(f"problem {label} must be an int, got {value!r}")
