@@ -724,6 +724,27 @@ def test_an_empty_file_argument_is_named(tmp_path, capsys, command):
     assert list(tmp_path.iterdir()) == []
 
 
+
+@pytest.mark.parametrize("command", ["export", "import"])
+def test_a_dash_file_argument_is_refused_not_taken_for_a_file_named_dash(tmp_path, capsys,
+                                                                        monkeypatch, command):
+    # Defect (audit): `flashtune export -` (stdout, by the Unix habit) wrote the winners to a
+    # file named "-" in the current folder and said "exported 4 winner(s) to -"; so
+    # `flashtune export - | ssh host flashtune import -` printed nothing and the import read
+    # whatever file named "-" it found there. Neither stdin nor stdout is a file they take.
+    from flashtune.cache import TuneDB
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "t.sqlite"
+    TuneDB(str(db)).close()
+    with pytest.raises(SystemExit) as stop:
+        main([command, "-", "--db", str(db)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2, last
+    assert last.startswith(f"flashtune {command}: error: argument file: '-'"), last
+    assert "./-" in last  # how to name a file called "-"
+    assert not (tmp_path / "-").exists()
+
 @pytest.mark.parametrize("argv, option", [
     (["source", "softmax", "--shape", "-4x5"], "--shape"),
     (["tune", "--time-budget", "-1e3"], "--time-budget"),

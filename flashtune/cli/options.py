@@ -86,6 +86,11 @@ def file_path(text: str) -> str:
     "error: : is a folder" (Path("") is the current folder), naming nothing."""
     if not text:
         raise argparse.ArgumentTypeError("empty; give the path of a JSON file")
+    if text == "-":
+        # By the Unix habit '-' is stdin or stdout; taken as a path it wrote (or read) a file
+        # named "-" in the current folder without a word, and `export - | import -` moved nothing.
+        raise argparse.ArgumentTypeError("'-' (stdin or stdout) is not taken; give the path of "
+                                         "a JSON file (./- for a file named '-')")
     return text
 
 
