@@ -111,7 +111,8 @@ def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         cols = torch.arange(n_k, device=scores.device)[None, :]
         scores = scores.masked_fill(cols > rows + (n_k - n_q), float("-inf"))
     lse = torch.logsumexp(scores, -1)
-    # Only rows that see no key (lse -inf, where exp(-inf - -inf) is NaN) get probabilities 0;
-    # a NaN from NaN/inf inputs stays, as in torch's SDPA.
-    probs = torch.exp(scores - lse[..., None]).masked_fill(torch.isneginf(lse)[..., None], 0.0)
+    # softmax subtracts the row max, not the lse: at scores near 2**60, s - lse rounds log(n)
+    # away and every key would weigh 1. Only rows that see no key (all -inf, whose softmax is
+    # NaN) get probabilities 0; a NaN from NaN/inf inputs stays, as in torch's SDPA.
+    probs = torch.softmax(scores, -1).masked_fill(torch.isneginf(lse)[..., None], 0.0)
     return probs @ v64, lse

@@ -619,3 +619,18 @@ def test_a_storage_less_zero_tensor_input_gives_the_result_of_zeros(fresh_db, wh
     out = flashtune.attention(*args)
     torch.testing.assert_close(out, flashtune.attention(*dense), atol=0, rtol=0)
     assert out.isfinite().all()
+
+
+def test_reference_oracle_is_exact_at_huge_scores():
+    """The float64 oracle the tests trust: with probabilities as exp(s - lse), a row whose
+    scores reach 2**60 lost log(n) to rounding (s - lse rounded to 0), every key got weight 1
+    and the output summed v instead of averaging it. Identical keys must average v."""
+    from flashtune.reference import attention_ref
+
+    q = torch.ones(1, 1, 3, 16, dtype=torch.float64)
+    k = torch.ones(1, 1, 5, 16, dtype=torch.float64)
+    v = torch.randn(1, 1, 5, 16, dtype=torch.float64)
+    for scale in (1.0, 1e20):
+        out, lse = attention_ref(q, k, v, scale=scale)
+        torch.testing.assert_close(out, v.mean(2, keepdim=True).expand(1, 1, 3, 16))
+        assert torch.isfinite(lse).all()
