@@ -20,6 +20,8 @@ same plans through a plain autograd.Function (see flashtune.ops).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import Tensor
 
@@ -153,3 +155,38 @@ if hasattr(softmax, "register_vmap"):  # torch >= 2.4
     log_softmax.register_vmap(_fwd_vmap(log_softmax))
     softmax_backward.register_vmap(_bwd_vmap(softmax_backward))
     log_softmax_backward.register_vmap(_bwd_vmap(log_softmax_backward))
+
+
+# -- DTensor ----------------------------------------------------------------------------------
+# DTensor (torch.distributed.tensor, tensor parallelism) runs a custom op on its local shards
+# only with a sharding strategy registered for it; without one, flashtune.softmax of a DTensor
+# raised NotImplementedError where torch.softmax works. Softmax rows are independent: any
+# dim but the reduced one may stay sharded (DTensor replicates a reduced dim that is sharded).
+# Registered on the first subclass call that finds torch.distributed.tensor imported (a
+# DTensor user has imported it): importing it at flashtune's import would cost ~0.4 s.
+_dtensor_sharding = False
+
+
+def _placements(t, dim, n_tensors: int):
+    from torch.distributed.tensor import Replicate, Shard
+
+    d = normalize_dim(dim, t.ndim)
+    shardings = [([Replicate()], [Replicate()] * n_tensors + [None])]
+    shardings += [([Shard(s)], [Shard(s)] * n_tensors + [None]) for s in range(t.ndim) if s != d]
+    return shardings
+
+
+def register_dtensor_sharding() -> None:
+    """Give DTensor a sharding strategy for our four ops, once, if DTensor is in use."""
+    global _dtensor_sharding
+    if _dtensor_sharding or "torch.distributed.tensor" not in sys.modules:
+        return
+    try:
+        from torch.distributed.tensor.experimental import register_sharding  # torch >= 2.5
+    except ImportError:
+        return
+    for op in (softmax, log_softmax):
+        register_sharding(op._opoverload)(lambda x, dim: _placements(x, dim, 1))
+    for op in (softmax_backward, log_softmax_backward):
+        register_sharding(op._opoverload)(lambda y, dy, dim: _placements(y, dim, 2))
+    _dtensor_sharding = True
