@@ -5,7 +5,8 @@ UserWarning: under ``-W error`` the warning itself is raised from the user's fir
 3.10 would compile our kernels without FMAs: slower, and with the rounding the attention
 kernel's FOLD_SCALE path was not measured with. The templates therefore ask for fusion at
 each launch. Checked two ways: on the rendered source of one config per code path of every
-op (each ``kernel[grid](...)`` call), and on the launches an interpreted run makes.
+op (each ``kernel[grid](...)`` call), and on the launches a run makes (interpreted on the CPU; compiled on a GPU, where it also
+shows that the installed Triton takes the option).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import ast
 import pytest
 import torch
 import triton.runtime.interpreter as interpreter
+from triton.runtime.jit import JITFunction
+
+from conftest import DEVICE
 
 from flashtune.gen import render_variant, run_variant
 from flashtune.gen.registry import OPS, op_spec
@@ -65,15 +69,21 @@ def test_every_rendered_launch_asks_for_fp_fusion(op):
 
 @pytest.fixture
 def launch_options(monkeypatch):
-    """The keyword options of every interpreted kernel launch made while the test runs."""
+    """The keyword options of every kernel launch made while the test runs (interpreted on
+    the CPU, compiled on a GPU)."""
     seen = []
-    original = interpreter.InterpretedFunction.run
 
-    def spy(self, *args, grid, warmup, **kwargs):
-        seen.append(kwargs)
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+    def spy_on(cls):
+        original = cls.run
 
-    monkeypatch.setattr(interpreter.InterpretedFunction, "run", spy)
+        def spy(self, *args, grid, warmup, **kwargs):
+            seen.append(kwargs)
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        monkeypatch.setattr(cls, "run", spy)
+
+    spy_on(interpreter.InterpretedFunction)
+    spy_on(JITFunction)
     return seen
 
 
@@ -84,9 +94,9 @@ def launch_options(monkeypatch):
     ("softmax", dict(regime="split", block=16, splits=2, fused=True)),
     ("softmax_backward", dict(regime="split", block=16, splits=2)),
 ])
-def test_interpreted_softmax_launches_ask_for_fp_fusion(launch_options, op, config):
+def test_softmax_launches_ask_for_fp_fusion(launch_options, op, config):
     config = op_spec(op).space.complete({**config, "num_warps": 1})
-    x = torch.randn(3, 40)
+    x = torch.randn(3, 40, device=DEVICE)
     out = torch.empty_like(x)
     if op.endswith("_backward"):
         run_variant(op, config, torch.softmax(x, -1), torch.randn_like(x), out)
