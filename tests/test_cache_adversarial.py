@@ -26,6 +26,7 @@ from flashtune.cache import (CacheError, CacheWarning, DeviceInfo, TuneDB,
 from flashtune.cache import engine as engine_mod
 from flashtune.cache import transfer
 from blocking import PIPES, within
+from flashtune.cli import main
 from cli_helpers import run_cli as _cli
 from test_cache_support import DEV, FAMILY, KEY, key_for, row_config, unsearchable  # noqa: F401
 
@@ -732,3 +733,44 @@ def test_export_to_a_path_that_names_a_folder_writes_no_file(tmp_path, capsys):
     # an existing folder given so is still "a folder" (no file made in it either)
     rc, _, err = _cli(capsys, "export", f"{tmp_path}/", "--db", str(path))
     assert rc == 2 and "folder" in err, err
+
+
+# -- a huge value in a hostile row or import file is not quoted whole -----------------------------
+
+HUGE_TEXT = "x" * 1_000_000
+
+
+def test_a_huge_value_in_a_row_does_not_flood_the_warning(tmp_path, capsys):
+    # Defect: a skipped row's warning quoted its bucket, and a config value, whole: a 20 MB
+    # bucket written behind flashtune's back made a 20 MB CacheWarning at a model's first
+    # call (kept for good in the warned-once set), and as much on `flashtune show`'s stderr.
+    path = tmp_path / "tuned.sqlite"
+    url = f"sqlite:///{path}"
+    _store(url, key_for(64), key_for(128))
+    _set_config(path, 64, json.dumps(dict(row_config(), regime=HUGE_TEXT)))
+    _set_column(path, 128, "bucket", json.dumps({"rows_bucket": HUGE_TEXT}))
+    winners, said = _runtime(url)
+    assert winners == [] and len(said) == 1 and "skipped 2 invalid" in said[0]
+    assert len(said[0]) < 2000, len(said[0])
+    with warnings.catch_warnings(record=True) as caught:  # _cli would hide it
+        warnings.simplefilter("always")
+        rc = main(["show", "--all-devices", "--db", str(path)])
+    shown = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    # (show serves any bucket, marked "ignored": the config row is the one it skips)
+    assert rc == 0 and len(shown) == 1 and "skipped 1 invalid" in shown[0]
+    assert len(shown[0]) < 2000, len(shown[0])
+
+
+@pytest.mark.parametrize("field", ["op", "tuned_at"])
+def test_a_huge_value_in_an_import_file_does_not_flood_the_error(tmp_path, capsys, field):
+    # Defect: the rejected row's label and reason quoted the value whole: an op name of
+    # 30 MB in an export file made a 60 MB error message (the label and "unknown op").
+    doc = _export_doc(tmp_path)
+    doc["winners"][0][field] = HUGE_TEXT
+    target = tmp_path / "in.json"
+    target.write_text(json.dumps(doc))
+    rc, _, err = _cli(capsys, "import", str(target), "--db", str(tmp_path / "dst.sqlite"))
+    assert rc == 2 and "winners[0]" in err and len(err) < 2000, len(err)
+    if field == "tuned_at":  # a known op with another family hash (the test's): still said
+        assert "(tuned on other templates" in err
+    _one_line_error(err, "import")

@@ -23,9 +23,9 @@ from ..regular_file import create_new
 from .errors import CacheError, CacheWarning
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, TrialRow, WinnerRow
-from .records import (Trial, Winner, check_family_hash, check_ms, check_timing, check_trials,
-                      config_json, describe_row, now_utc, op_winner_from_row, trial_from_row,
-                      winner_from_row)
+from .records import (MAX_QUOTED_REASON, Trial, Winner, check_family_hash, check_ms,
+                      check_timing, check_trials, clip, config_json, describe_row, now_utc,
+                      op_winner_from_row, trial_from_row, winner_from_row)
 from .schema import SchemaProblem, is_empty_database, other_versions_note, prepare
 from .warn import warn_once
 
@@ -371,7 +371,7 @@ def convert_rows(rows: list, convert: Callable, failed: list | None = None) -> t
         try:
             good.append(convert(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
-            bad.append(f"{describe_row(row)}: {err}")
+            bad.append(f"{describe_row(row)}: {clip(str(err), MAX_QUOTED_REASON)}")
             if failed is not None:
                 failed.append(row)
     return good, bad

@@ -188,4 +188,19 @@ def trial_from_row(row: Any) -> Trial:
 
 def describe_row(row: Any) -> str:
     """Enough of a row's key to find it again in a warning."""
-    return f"{getattr(row, 'op', '?')} {getattr(row, 'dtype', '?')} {getattr(row, 'bucket', '?')}"
+    return " ".join(clip(str(getattr(row, name, "?")), MAX_QUOTED_KEY)
+                    for name in ("op", "dtype", "bucket"))
+
+
+# How much of a value read from a database row or an import file a message quotes: a row
+# written behind flashtune's back, or a crafted file, can hold a value megabytes long (the
+# text columns' lengths bind PostgreSQL only), and a warning or error must stay readable.
+MAX_QUOTED_KEY = 200  # each of a row's op, dtype and bucket
+MAX_QUOTED_REASON = 500  # why a row was refused, which may quote one of its values
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for a message, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"

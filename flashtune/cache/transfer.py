@@ -17,8 +17,8 @@ from typing import Any, Iterable
 from ..regular_file import create_temp_beside, open_regular_file
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, SCHEMA_VERSION, WinnerRow
-from .records import (Winner, check_family_hash, check_key, check_timing, check_trials, config_json,
-                      op_winner_from_row, utc)
+from .records import (MAX_QUOTED_KEY, MAX_QUOTED_REASON, Winner, check_family_hash, check_key,
+                      check_timing, check_trials, clip, config_json, op_winner_from_row, utc)
 
 FORMAT = "flashtune-winners"
 _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
@@ -207,13 +207,15 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
         try:
             values.append(row_values(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
+            reason = clip(str(err), MAX_QUOTED_REASON)  # it may quote a value of any length
             if of_other_templates(row):  # e.g. an older flashtune's export: a knob it lacked
-                err = f"{err} (tuned on other templates, by another flashtune version: the " \
-                      "dispatcher would not use it; re-tune with this version)"
+                reason += (" (tuned on other templates, by another flashtune version: the "
+                           "dispatcher would not use it; re-tune with this version)")
             label = f"winners[{index}]"
             if isinstance(row, dict):
-                label += f" ({row.get('op')!r} {row.get('dtype')!r} {row.get('bucket')!r})"
-            errors.append(f"{label}: {err}")
+                label += " (" + " ".join(clip(repr(row.get(name)), MAX_QUOTED_KEY)
+                                         for name in ("op", "dtype", "bucket")) + ")"
+            errors.append(f"{label}: {reason}")
     if errors:
         more = len(errors) - _MAX_REPORTED
         raise ValueError(f"{path}: rejected, {len(errors)} invalid row(s), nothing imported:\n  "
