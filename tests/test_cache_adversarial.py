@@ -717,6 +717,34 @@ def test_writers_refuse_a_database_file_they_may_not_write(tmp_path, capsys, mon
     assert path.read_bytes() == before
 
 
+def test_a_read_only_default_database_is_not_called_flashtune_db(tmp_path, capsys, monkeypatch):
+    # Defect: with FLASHTUNE_DB unset, a read-only default database (tuned.sqlite in a cache
+    # folder on read-only storage) was refused as "FLASHTUNE_DB=/.../tuned.sqlite is
+    # read-only", naming a setting the user never made.
+    monkeypatch.delenv("FLASHTUNE_DB", raising=False)
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path))
+    path = tmp_path / "tuned.sqlite"
+    _store(f"sqlite:///{path}")
+    real_access = os.access
+
+    def access(target, mode, *args, **kwargs):  # as on a read-only mount: root included
+        if os.fspath(target) == str(path) and mode & os.W_OK:
+            return False
+        return real_access(target, mode, *args, **kwargs)
+
+    monkeypatch.setattr(engine_mod.os, "access", access)
+    for argv in (["clear", "--yes"], ["import", str(tmp_path / "none.json")]):
+        rc, _, err = _cli(capsys, *argv)
+        assert rc == 2 and f"{path} is read-only" in err, err
+        assert "FLASHTUNE_DB=" not in err and "FLASHTUNE_CACHE_DIR" in err, err
+    with pytest.raises(CacheError) as raised:
+        TuneDB()
+    assert "FLASHTUNE_DB=" not in str(raised.value)
+    monkeypatch.setenv("FLASHTUNE_DB", str(path))  # set: then named, as before
+    rc, _, err = _cli(capsys, "clear", "--yes")
+    assert rc == 2 and f"FLASHTUNE_DB={path} is read-only" in err, err
+
+
 def test_export_to_a_path_that_names_a_folder_writes_no_file(tmp_path, capsys):
     # Defect (audit): pathlib drops a trailing "/" and a final "/.", so `flashtune export
     # new/` made a file named "new" (where cp says "Not a directory"), and `flashtune export

@@ -151,7 +151,10 @@ def check_writable(url: URL, *, from_env: bool = False) -> None:
     if path is not None and no_file_there(path) is None and not os.access(path, os.W_OK):
         # A file this user may not write (mode 0444, read-only storage): said now, as for
         # mode=ro, not as "would delete N" by a dry-run clear whose --yes then fails.
-        where = f"{DB_ENV}={path}" if from_env else str(path)
+        # FLASHTUNE_DB named only where it is set: unset, the URL is the default file in the
+        # cache folder, which the advice below names as FLASHTUNE_CACHE_DIR's.
+        named = from_env and bool(os.environ.get(DB_ENV, "").strip())
+        where = f"{DB_ENV}={path}" if named else str(path)
         advice = writable_place(not from_env)
         raise CacheError(f"{where} is read-only (this user may not write the file, or it is "
                          "on read-only storage): flashtune writes nothing to it; to tune, "
