@@ -277,6 +277,29 @@ def test_winner_inside_noise_band_is_the_default_when_there():
     assert choose_winner(pairs, 0.005, preferred=[a])[0] == b
 
 
+def test_a_challenger_must_be_fast_in_its_trial_too():
+    """H200, 65536 x 128 bf16: the default timed 12.8 us in its trial, a challenger 14.66 us
+    (a later probe: 13.5 against 14.8); the re-timing alone ranked the challenger ahead (12.06
+    against about 12.3) and it was stored, 9% slower than the default. A challenger is judged by
+    the slower of its trial and its re-timing; a default by its re-timing alone."""
+    from flashtune.tuner.study import canonical
+
+    default = {"num_warps": 4, "num_stages": 1, "block": 128}
+    challenger = {"num_warps": 1, "num_stages": 1, "block": 128}
+    ms = lambda t: Measurement("ok", t, t, t)  # noqa: E731
+    retimed = [(default, ms(0.01230)), (challenger, ms(0.01206))]
+    trials = {canonical(default): 0.01280, canonical(challenger): 0.01466}
+    for order in (retimed, retimed[::-1]):
+        assert choose_winner(order, 0.015, [default], trials)[0] == default
+        # Without the trials (or where they agree with the re-timing) the re-timing decides.
+        assert choose_winner(order, 0.015, [default])[0] == challenger
+    agreeing = {canonical(default): 0.01280, canonical(challenger): 0.01150}
+    assert choose_winner(retimed, 0.015, [default], agreeing)[0] == challenger
+    # A default's inflated trial (clocks ramping at the start) does not count against it.
+    inflated = {canonical(default): 0.03000, canonical(challenger): 0.01250}
+    assert choose_winner(retimed, 0.015, [default], inflated)[0] == default
+
+
 def test_grid_subsample_is_deterministic_and_keeps_defaults():
     configs = list(fitting_configs("softmax", SoftmaxProblem(4, 1000, "float16")))
     must = [configs[-1]]
