@@ -54,6 +54,8 @@ def test_tune_refuses_an_empty_list_instead_of_tuning_the_default_set(tmp_path, 
     # Optuna storage (OperationalError: unable to open database file)")
     ("sqlite:////no/such/folder/j.db", "folder /no/such/folder does not exist"),
     ("", "empty"),
+    # '-' made a journal file named "-" in the current folder (as `export -` did)
+    ("-", "./- for a file named '-'"),
 ])
 def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
     # Defect: a URL was passed to Optuna unchecked; a bad one ended in a SQLAlchemy traceback

@@ -171,6 +171,11 @@ def _check_journal(journal: str | None) -> None:
         return
     if not journal.strip():
         raise ValueError("--journal: empty; give a journal file path or a database URL")
+    if journal == "-":
+        # As for export and import (cli.options.file_path): '-' is stdin or stdout by the Unix
+        # habit, and taken as a path it made a journal file named "-" without a word.
+        raise ValueError("--journal: '-' (stdin or stdout) is not taken; give a journal file "
+                         "path (./- for a file named '-') or a database URL")
     if "://" in journal:
         _check_journal_url(journal)
         return
