@@ -802,3 +802,17 @@ def test_a_huge_value_in_an_import_file_does_not_flood_the_error(tmp_path, capsy
     if field == "tuned_at":  # a known op with another family hash (the test's): still said
         assert "(tuned on other templates" in err
     _one_line_error(err, "import")
+
+
+def test_control_characters_in_a_row_are_spelled_out_in_the_warning(tmp_path):
+    # Defect: a skipped row's warning quoted its fields as stored: a terminal escape written
+    # into a shared database (ESC [2J clears the screen) reached the user's terminal raw at a
+    # model's first call; `flashtune show` already spelled such characters out.
+    path = tmp_path / "tuned.sqlite"
+    url = f"sqlite:///{path}"
+    _store(url, key_for(64))
+    _set_column(path, 64, "bucket", '{"rows_bucket": "\x1b[2J\x07"}')  # raw, not JSON-escaped
+    winners, said = _runtime(url)
+    assert winners == [] and len(said) == 1 and "skipped 1 invalid" in said[0]
+    assert "\x1b" not in said[0] and "\x07" not in said[0]
+    assert "\\x1b[2J" in said[0]

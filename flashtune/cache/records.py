@@ -200,7 +200,12 @@ MAX_QUOTED_REASON = 500  # why a row was refused, which may quote one of its val
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters for a message, saying how long it was."""
+    """``text`` (quoted from a database row or an import file) made fit for a message: control
+    characters spelled out (\\x1b), as `flashtune show` does, so that a shared database cannot
+    move the cursor or clear the screen of whoever reads the warning; cut to ``limit``
+    characters, saying how long it was."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters)"
