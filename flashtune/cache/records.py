@@ -199,13 +199,19 @@ MAX_QUOTED_KEY = 200  # each of a row's op, dtype and bucket
 MAX_QUOTED_REASON = 500  # why a row was refused, which may quote one of its values
 
 
+def printable(text: str) -> str:
+    """Control characters spelled out (\\x1b): text read from a database row or an import file
+    (a device name, a bucket) must not move the cursor, recolour or retitle the terminal of
+    whoever reads it (a warning, `flashtune show`'s table)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def clip(text: str, limit: int) -> str:
-    """``text`` (quoted from a database row or an import file) made fit for a message: control
-    characters spelled out (\\x1b), as `flashtune show` does, so that a shared database cannot
-    move the cursor or clear the screen of whoever reads the warning; cut to ``limit``
-    characters, saying how long it was."""
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """``text`` (quoted from a database row or an import file) made fit for a message: made
+    printable, and cut to ``limit`` characters, saying how long it was."""
+    text = printable(text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters)"

@@ -135,14 +135,10 @@ def _bucket_text(bucket: dict) -> str:
     return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}{odd}"
 
 
-def _printable(text: str) -> str:
-    """Control characters spelled out (\\x1b): a device name comes from the database or an
-    imported file, and must not move the cursor, recolour or retitle the user's terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _print_table(header: list[str], rows: list[list[str]]) -> None:
-    rows = [[_printable(cell) for cell in row] for row in rows]
+    from ..cache.records import printable  # a device name comes from the database
+
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
