@@ -693,6 +693,18 @@ def test_tilde_in_an_sqlite_url_is_the_home_folder(tmp_path, monkeypatch):
     assert engine_mod.resolve_url("~/ft/tuned.sqlite").database == url.database
 
 
+def _deny_writes_to(path, monkeypatch) -> None:
+    """os.access says ``path`` may not be written, as on a read-only mount (root included)."""
+    real_access = os.access
+
+    def access(target, mode, *args, **kwargs):
+        if os.fspath(target) == str(path) and mode & os.W_OK:
+            return False
+        return real_access(target, mode, *args, **kwargs)
+
+    monkeypatch.setattr(engine_mod.os, "access", access)
+
+
 def test_writers_refuse_a_database_file_they_may_not_write(tmp_path, capsys, monkeypatch):
     # Defect (audit): on a database file this user may not write (read-only storage, mode
     # 0444), `flashtune clear` said "would delete N winner(s) ...; run again with --yes"
@@ -700,14 +712,7 @@ def test_writers_refuse_a_database_file_they_may_not_write(tmp_path, capsys, mon
     # up front; a read-only file is refused alike.
     path = tmp_path / "tuned.sqlite"
     _store(f"sqlite:///{path}")
-    real_access = os.access
-
-    def access(target, mode, *args, **kwargs):  # as on a read-only mount: root included
-        if os.fspath(target) == str(path) and mode & os.W_OK:
-            return False
-        return real_access(target, mode, *args, **kwargs)
-
-    monkeypatch.setattr(engine_mod.os, "access", access)
+    _deny_writes_to(path, monkeypatch)
     before = path.read_bytes()
     for argv in (["clear"], ["clear", "--yes"], ["import", str(tmp_path / "none.json")]):
         rc, out, err = _cli(capsys, *argv, "--db", str(path))
@@ -725,14 +730,7 @@ def test_a_read_only_default_database_is_not_called_flashtune_db(tmp_path, capsy
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path))
     path = tmp_path / "tuned.sqlite"
     _store(f"sqlite:///{path}")
-    real_access = os.access
-
-    def access(target, mode, *args, **kwargs):  # as on a read-only mount: root included
-        if os.fspath(target) == str(path) and mode & os.W_OK:
-            return False
-        return real_access(target, mode, *args, **kwargs)
-
-    monkeypatch.setattr(engine_mod.os, "access", access)
+    _deny_writes_to(path, monkeypatch)
     for argv in (["clear", "--yes"], ["import", str(tmp_path / "none.json")]):
         rc, _, err = _cli(capsys, *argv)
         assert rc == 2 and f"{path} is read-only" in err, err
