@@ -445,7 +445,8 @@ def test_export_leaves_alone_what_it_may_not_read_to_check(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("args, needle", [
     (["--ops", ""], "--ops must be"), (["--ops", "softmax,backwards"], "--ops must be"),
-    (["--budget", "inf"], "--budget must be > 0 seconds and finite"), (["--db", "foo://x"], "not supported"),
+    (["--budget", "0"], "--budget must be > 0 seconds"), (["--budget", "nan"], "--budget must be > 0"),
+    (["--db", "foo://x"], "not supported"),
 ])
 def test_bench_checks_its_arguments_before_making_the_output_folder(tmp_path, capsys, args, needle):
     # Defect: --out was created first (and --db read only after the copy measurement).
@@ -746,6 +747,20 @@ def test_a_dash_file_argument_is_refused_not_taken_for_a_file_named_dash(tmp_pat
     assert last.startswith(f"flashtune {command}: error: argument file: '-'"), last
     assert "./-" in last  # how to name a file called "-"
     assert not (tmp_path / "-").exists()
+
+def test_bench_budget_inf_means_no_limit_as_tune_total_time_inf_does():
+    # Defect: `bench --budget inf` was refused while `tune --total-time inf` ran unbounded.
+    from flashtune.cli.bench_cmd import DEFAULT_GPU_BUDGET_S, budget_seconds
+
+    assert budget_seconds(float("inf"), interpret=False) is None
+    assert budget_seconds(float("inf"), interpret=True) is None
+    assert budget_seconds(None, interpret=False) == DEFAULT_GPU_BUDGET_S
+    assert budget_seconds(None, interpret=True) is None
+    assert budget_seconds(12.5, interpret=False) == 12.5
+    for bad in (0.0, -1.0, float("nan"), float("-inf")):
+        with pytest.raises(ValueError, match="--budget must be > 0 seconds"):
+            budget_seconds(bad, interpret=False)
+
 
 @pytest.mark.parametrize("argv, option", [
     (["source", "softmax", "--shape", "-4x5"], "--shape"),

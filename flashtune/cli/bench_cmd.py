@@ -32,7 +32,18 @@ DEFAULT_GPU_BUDGET_S = 500.0  # with start-up and the report: one 10-minute GPU 
 
 
 def _seconds(text: str) -> float:
-    return ascii_float(text, "a number of seconds")  # > 0 and finite: checked in run()
+    return ascii_float(text, "a number of seconds")  # > 0: checked in run()
+
+
+def budget_seconds(given: float | None, interpret: bool) -> float | None:
+    """The run's budget in seconds, None for no limit.
+
+    ``inf`` means no limit, as ``tune --total-time inf`` does (it was refused here alone)."""
+    if given is None:
+        return None if interpret else DEFAULT_GPU_BUDGET_S
+    if not given > 0:  # NaN included
+        raise ValueError(f"--budget must be > 0 seconds (inf: no limit), got {given}")
+    return None if math.isinf(given) else given
 
 
 def register(sub) -> None:
@@ -42,7 +53,7 @@ def register(sub) -> None:
                    help="output folder (default: benchmarks/results in the current folder)")
     p.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "
-                        "GPU, none under --interpret); late cases drop compiled peers, then are skipped")
+                        "GPU, none under --interpret; inf: no limit); late cases drop compiled peers, then are skipped")
     p.add_argument("--quick", action="store_true", help="a subset of the shape sets")
     p.add_argument("--interpret", action="store_true",
                    help="CPU smoke run under Triton's interpreter (tiny shapes)")
@@ -65,8 +76,7 @@ def run(args) -> int:
         # interpreted kernels called compiled tl functions and every flashtune case failed.
         os.environ["TRITON_INTERPRET"] = "1"
     interpret = args.interpret or interpreter_mode()
-    if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
-        raise ValueError(f"--budget must be > 0 seconds and finite, got {args.budget}")
+    budget = budget_seconds(args.budget, interpret)
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     from ..bench.runner import check_gpu, check_ops
 
@@ -84,7 +94,6 @@ def run(args) -> int:
         from ..dispatch import reset
 
         reset()
-    budget = args.budget if args.budget is not None else (None if interpret else DEFAULT_GPU_BUDGET_S)
     mode = "interpret" if interpret else ("quick" if args.quick else "full")
     try:
         run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
