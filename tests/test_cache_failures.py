@@ -739,3 +739,22 @@ def test_runtime_read_gives_up_on_a_locked_postgres_table(db_url):
     assert waited < 2 * RUNTIME_TIMEOUT_S + 10, f"two reads waited {waited:.1f} s"
     assert winners == [] and len(said) == 1 and "default kernels" in said[0], said
     assert "locked" in said[0] and "lock timeout" in said[0], said
+
+
+# -- control characters in the database's name --------------------------------------------------
+
+@pytest.mark.parametrize("trouble", ["missing", "corrupt", "a folder"])
+def test_runtime_notice_spells_out_control_characters_of_the_database_name(tmp_path, trouble):
+    """Defect: a FLASHTUNE_DB (or url) holding an escape sequence or a newline was printed raw
+    in the runtime's warning, so the notice could recolour or rewrite the user's terminal, or
+    read as two notices; `flashtune show` already spelled such characters out."""
+    path = tmp_path / "odd\x1b[31m\nname.sqlite"
+    if trouble == "corrupt":
+        path.write_bytes(random.Random(7).randbytes(8192))
+    elif trouble == "a folder":
+        path.mkdir()
+    winners, said = _runtime_twice(f"sqlite:///{path}")
+    assert winners == [] and len(said) == 1, said
+    assert "\x1b" not in said[0] and "\n" not in said[0], said
+    if trouble != "corrupt":  # (that notice names a long URL by its start only)
+        assert "odd\\x1b[31m\\nname" in said[0], said
