@@ -222,8 +222,7 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
     if (_is_compiling() or (type(x) is not _Tensor and type(x) is not _Parameter)
             or _dispatch_modes()
             or _jit_tracing() is not None):
-        if not _is_compiling():
-            _library.register_dtensor_sharding()  # a DTensor input needs it (library.py)
+        _library.register_dtensor_sharding()  # a DTensor input needs it (library.py)
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
         return op(x, d)
     if x.requires_grad and _grad_enabled():

@@ -176,17 +176,24 @@ def _placements(t, dim, n_tensors: int):
     return shardings
 
 
-def register_dtensor_sharding() -> None:
-    """Give DTensor a sharding strategy for our four ops, once, if DTensor is in use."""
+@torch.compiler.assume_constant_result
+def register_dtensor_sharding() -> bool:
+    """Give DTensor a sharding strategy for our four ops, once, if DTensor is in use.
+
+    Also called while torch.compile traces (the first flashtune call on a DTensor may be a
+    compiled one): dynamo cannot trace the registration, but a function marked
+    assume_constant_result it runs as plain Python at trace time, with no graph break, and
+    bakes the returned bool into the graph (unused there)."""
     global _dtensor_sharding
     if _dtensor_sharding or "torch.distributed.tensor" not in sys.modules:
-        return
+        return _dtensor_sharding
     try:
         from torch.distributed.tensor.experimental import register_sharding  # torch >= 2.5
     except ImportError:
-        return
+        return False
     for op in (softmax, log_softmax):
         register_sharding(op._opoverload)(lambda x, dim: _placements(x, dim, 1))
     for op in (softmax_backward, log_softmax_backward):
         register_sharding(op._opoverload)(lambda y, dy, dim: _placements(y, dim, 2))
     _dtensor_sharding = True
+    return True
