@@ -21,13 +21,16 @@ Inference calls bypass the torch.library op (see flashtune.dispatch.library for 
 do eager calls that autograd records: they run the same plans through a plain
 torch.autograd.Function (flashtune.dispatch.eager_autograd). Calls that need torch.compile or
 torch.jit.trace tracing, tensor subclasses or dispatch modes go through
-``torch.ops.flashtune.softmax`` / ``log_softmax``, as does double backward.
+``torch.ops.flashtune.softmax`` / ``log_softmax``, as does double backward. A tensor subclass
+that refuses that op (one that knows only aten ops) gets torch's op (_subclass_call).
 Under torch.func transforms (vmap, grad, jacrev, functionalize, ...; jvp and jacfwd are forward
 AD, below) the call is torch's own op: functorch's wrapped tensors have no storage a kernel can
 read, and torch's op has every transform rule.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -45,6 +48,7 @@ from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
+from .gen.notices import DispatchWarning
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
@@ -224,10 +228,46 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
             or _jit_tracing() is not None):
         _library.register_dtensor_sharding()  # a DTensor input needs it (library.py)
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
-        return op(x, d)
+        if type(x) is _Tensor or type(x) is _Parameter:
+            return op(x, d)
+        return _subclass_call(op, x, d, log)
     if x.requires_grad and _grad_enabled():
         # Eager autograd: a plain autograd.Function, not the registered op (its host cost,
         # see flashtune.dispatch.eager_autograd).
         return _SoftmaxFunction.apply(x, d, log)
     # The plan is stored under the caller's spelling of dim too (e.g. -1), for the hot path.
     return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)
+
+
+# (subclass type, op name) pairs that refused our op, said once each (a DispatchWarning).
+# setdefault, not a lock: one atomic step (see flashtune.cache.warn).
+_REFUSED: dict[tuple[type, str], object] = {}
+
+
+def _subclass_call(op, x, d: int, log: bool) -> torch.Tensor:
+    """A call on a tensor subclass: our op, which the subclass's __torch_dispatch__ (or
+    __torch_function__) sees, else torch's op.
+
+    A subclass that unwraps any op (DTensor with its sharding strategy, a plain wrapper) runs
+    our kernel on its inner tensors. One that knows only aten ops refuses ours: torch raises a
+    TypeError when every handler returned NotImplemented (torch.masked.MaskedTensor), or the
+    subclass raises NotImplementedError itself. torch.softmax works for such a subclass, so
+    ours gives torch's result for it. Not cached per type: a subclass may refuse some calls
+    only (DTensor, for a placement its strategy lacks), and a refusal comes before any kernel.
+    Under torch.compile, dynamo traces a traceable subclass (DTensor) through the op, and
+    graph-breaks on another, which then runs this eagerly; a refusal while tracing cannot be
+    caught (dynamo's error, or a graph break without fullgraph: README)."""
+    try:
+        return op(x, d)
+    except (TypeError, NotImplementedError) as err:
+        cls = type(x)
+        name = "log_softmax" if log else "softmax"
+        mine = object()
+        if _REFUSED.setdefault((cls, name), mine) is mine:
+            # The first line: torch's NotImplemented message goes on with a list of types.
+            reason = str(err).strip().split("\n")[0].rstrip(":") or type(err).__name__
+            warnings.warn(f"flashtune.{name}: tensor subclass {cls.__module__}."
+                          f"{cls.__qualname__} does not support flashtune's op ({reason}); "
+                          f"torch.{name} computes it instead",
+                          DispatchWarning, stacklevel=4)
+    return (torch.log_softmax if log else torch.softmax)(x, d)
