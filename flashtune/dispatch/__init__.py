@@ -5,7 +5,9 @@
 - ``attention_choice(problem, device=None)``: the same for an ``AttentionProblem``
   (``flashtune.attention`` uses it through ``flashtune.dispatch.attention.choose``).
 - ``reset()``: re-read the environment (FLASHTUNE_DISABLE, FLASHTUNE_LOG, TRITON_INTERPRET,
-  FLASHTUNE_DB, FLASHTUNE_CACHE_DIR) and forget tables, decisions and plans.
+  FLASHTUNE_DB, FLASHTUNE_CACHE_DIR) and forget tables, decisions and plans. TRITON_INTERPRET
+  only works as set before Triton was imported: Triton fixes then whether its own functions
+  are interpreted, and kernels loaded after a later change fail in Triton.
 """
 
 from __future__ import annotations

@@ -277,5 +277,8 @@ def plan_failed(plans: dict, key) -> None:
 
 
 def reset() -> None:
-    """Re-read FLASHTUNE_* / TRITON_INTERPRET and forget loaded tables, decisions and plans."""
+    """Re-read FLASHTUNE_* / TRITON_INTERPRET and forget loaded tables, decisions and plans.
+
+    TRITON_INTERPRET must keep the value it had when Triton was imported (Triton decides then
+    whether its own functions are interpreted); kernels loaded after a change fail in Triton."""
     RUNTIME.reset()
