@@ -16,6 +16,15 @@ def test_unsupported_dtype_is_type_error(dtype, device):
         softmax_forward(x)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_public_op_dtype_error_names_the_op_called(op, device):
+    # It said "flashtune softmax takes ..." to a log_softmax caller too.
+    import flashtune
+
+    with pytest.raises(TypeError, match=f"input has dtype torch.int64; .*{op}"):
+        getattr(flashtune, op)(torch.arange(4, device=device))
+
+
 def test_not_a_tensor():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         softmax_forward([1.0, 2.0])

@@ -33,16 +33,16 @@ def check_dtype(name: str, t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.is_nested:  # a strided nested tensor has layout torch.strided but no sizes or strides
-        raise TypeError(f"{name} is a nested tensor; flashtune softmax takes strided (dense) "
-                        "tensors (call .to_padded_tensor(...) first)")
+        raise TypeError(f"{name} is a nested tensor; flashtune softmax and log_softmax take "
+                        "strided (dense) tensors (call .to_padded_tensor(...) first)")
     if t.layout != torch.strided:
-        raise TypeError(f"{name} has layout {t.layout}; flashtune softmax takes strided (dense) "
-                        "tensors (call .to_dense() first)")
+        raise TypeError(f"{name} has layout {t.layout}; flashtune softmax and log_softmax take "
+                        "strided (dense) tensors (call .to_dense() first)")
     if t.dtype in ACCEPTED_DTYPES:
         return
     raise TypeError(
-        f"{name} has dtype {t.dtype}; flashtune softmax takes float16, bfloat16 and float32 "
-        "(float64 is computed by torch)")
+        f"{name} has dtype {t.dtype}; flashtune softmax and log_softmax take float16, bfloat16 "
+        "and float32 (float64 is computed by torch)")
 
 
 def check_backward_pair(y: torch.Tensor, dy: torch.Tensor) -> None:
