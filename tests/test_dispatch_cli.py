@@ -158,6 +158,21 @@ def test_env_reports_every_runtime_switch(fresh_db, capsys, monkeypatch):
     assert ["FLASHTUNE_FAST_LAUNCH", "0"] in lines
 
 
+def test_env_marks_a_switch_value_flashtune_ignores(fresh_db, capsys, monkeypatch):
+    # Defect: FLASHTUNE_LOG=maybe was reported as "FLASHTUNE_LOG  maybe", as if logging were
+    # on (the runtime ignores it, with a warning); control characters went out raw.
+    monkeypatch.setenv("FLASHTUNE_LOG", "maybe")
+    monkeypatch.setenv("FLASHTUNE_FAST_LAUNCH", " Off ")
+    monkeypatch.setenv("FLASHTUNE_DISABLE", "\x1b[2J")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "ignored" in lines["FLASHTUNE_LOG"] and "off by default" in lines["FLASHTUNE_LOG"]
+    assert "ignored" not in lines["FLASHTUNE_FAST_LAUNCH"]
+    assert "\x1b" not in out and "\\x1b[2J" in lines["FLASHTUNE_DISABLE"]
+    assert "ignored" in lines["FLASHTUNE_DISABLE"]
+
+
 def test_source_dispatch_prints_the_pick(fresh_db, capsys):
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
     assert main(["source", "softmax", "--shape", "5x40", "--dtype", "float32", "--dispatch"]) == 0

@@ -13,6 +13,25 @@ import platform
 
 _SWITCHES = ("FLASHTUNE_DB", "FLASHTUNE_CACHE_DIR", "FLASHTUNE_DISABLE", "FLASHTUNE_LOG",
              "FLASHTUNE_FAST_LAUNCH", "TRITON_INTERPRET")
+# The boolean switches and their defaults (flashtune.dispatch.settings.env_flag reads them).
+_FLAG_DEFAULTS = {"FLASHTUNE_DISABLE": False, "FLASHTUNE_LOG": False,
+                  "FLASHTUNE_FAST_LAUNCH": True}
+
+
+def _switch_value(name: str) -> str:
+    """The switch as set, and whether flashtune ignores it: a bug report must not show
+    FLASHTUNE_LOG=maybe as if logging were on."""
+    from ..cache.records import printable
+    from ..dispatch.settings import bool_word
+
+    raw = os.environ.get(name)
+    if raw is None:
+        return "(unset)"
+    shown = printable(raw)
+    if name in _FLAG_DEFAULTS and raw.strip() and bool_word(raw) is None:
+        default = "on" if _FLAG_DEFAULTS[name] else "off"
+        shown += f"  (ignored: expected 1/true/yes/on or 0/false/no/off; {default} by default)"
+    return shown
 
 
 def register(sub) -> None:
@@ -76,7 +95,7 @@ def run(args) -> int:
         lines.append(("cache folder", str(folder)))
         lines.append(("kernel sources", str(kernels)))
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
-        lines.append((name, hide_password(os.environ.get(name, "(unset)"))))
+        lines.append((name, hide_password(_switch_value(name))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key.ljust(width)}  {value}")
