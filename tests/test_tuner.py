@@ -876,3 +876,21 @@ def test_a_problem_with_sizes_that_are_no_ints_is_a_type_error_naming_the_size(m
     op = "attention_fwd" if field in ("nq", "head_dim") else "softmax"
     with pytest.raises(TypeError, match=f"{field}.*int"):
         TuneProblem(op, make())
+
+
+def test_each_gpu_timing_scrubs_l2_before_do_bench(monkeypatch):
+    """do_bench's zero_ flush leaves lines loaded with evict_last in L2 (H100, thirty-third
+    session): a config timed after one that left them read its input partly from L2, and the
+    tuner's re-timing crowned it. Every GPU timing (trials, re-timings, the bench's) scrubs L2
+    first."""
+    import triton.testing
+
+    from flashtune.tuner import timing
+
+    calls = []
+    monkeypatch.setattr(timing, "scrub_l2", lambda: calls.append("scrub"))
+    monkeypatch.setattr(triton.testing, "do_bench",
+                        lambda fn, warmup, rep, quantiles: calls.append("do_bench") or [2.0, 1.0, 3.0])
+    assert timing.bench_gpu(lambda: None, 10, 50) == (2.0, 1.0, 3.0)
+    assert timing.bench(lambda: None, True, TimingOptions(), retime=True) == (2.0, 1.0, 3.0)
+    assert calls == ["scrub", "do_bench"] * 2
