@@ -8,6 +8,8 @@ no GPU: ``time.perf_counter`` around a few calls, median of those.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import statistics
 import time
 from dataclasses import dataclass
@@ -28,36 +30,44 @@ class TimingOptions:
                 raise ValueError(f"TimingOptions.{name} must be an int >= 1, got {value!r}")
 
 
-# How many times L2's size scrub_l2 streams through it. (Measured on an H100, thirty-third
-# session: see scrub_l2.)
-SCRUB_L2_TIMES = 8
-_FALLBACK_L2_BYTES = 64 << 20  # where torch does not report the L2 size
+def scrub_l2() -> None:
+    """Return to normal the L2 lines that kernels loaded with an evict_last hint (the l2_hint
+    kernels' first pass): do_bench's flush leaves them in L2.
 
-
-def scrub_l2(times: int = SCRUB_L2_TIMES) -> None:
-    """Push out of L2 the lines that do_bench's flush leaves there: those loaded with an
-    evict_last hint (the l2_hint kernels' first pass).
-
-    do_bench flushes L2 by writing zeros to 256 MB before each repetition, and those writes
-    do not displace evict_last lines (H100, thirty-third session,
-    benchmarks/results/session33_2026-11-24): right after one launch of a split config with
-    l2_hint, the default of 4096 x 1000 fp16 read 7.7-8.7 us through ~500 flushes, against
-    9.7-10.6 us otherwise. So a config timed after one that left such lines read its input
-    partly from L2: the tuner's interleaved re-timing crowned configs that way (a re-timing
-    25% faster than the same config's trial), and a bench peer could gain the same way. A copy
-    through a buffer of several times L2's size does displace them (as the context's reset of
-    persisting lines does); one before each timing is enough, since a kernel's own lines did
-    not speed up its own later repetitions (the same times after zero_, after the copy and
-    after the reset). Costs about 0.3 ms and 2 x ``times`` x L2 bytes of memory, briefly."""
+    do_bench flushes L2 by writing zeros to 256 MB before each repetition, and those writes do
+    not displace evict_last lines; a copy of 400 MB did not either, a copy of 1 GiB mostly did
+    (H100, thirty-third session, benchmarks/results/session33_2026-11-24). Right after one
+    launch of a split config with l2_hint, the default of 4096 x 1000 fp16 read 7.7-8.7 us
+    through ~500 flushes, against 9.7-10.6 us otherwise: a config timed after one that left
+    such lines read its input partly from L2, so the tuner's interleaved re-timing could crown
+    it (a re-timing 25% faster than the same config's trial), and a bench peer could gain the
+    same way. The context's reset of persisting lines (cudaCtxResetPersistingL2Cache) clears
+    them: done once before each timing, since a kernel's own lines did not speed up its own
+    later repetitions (the same times after zero_, after the 1 GiB copy and after the reset).
+    Where the CUDA runtime cannot be reached (not loaded as a shared library), nothing."""
     import torch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2_bytes = getattr(props, "L2_cache_size", 0) or _FALLBACK_L2_BYTES
+    reset = _persisting_l2_reset()
+    if reset is not None:
+        torch.cuda.synchronize()  # the lines of kernels still queued would come after it
+        reset()
+
+
+@functools.lru_cache(maxsize=1)
+def _persisting_l2_reset():
+    """cudaCtxResetPersistingL2Cache of the CUDA runtime this process has loaded (torch's), or
+    None (not Linux, or a runtime linked statically)."""
     try:
-        src = torch.empty(times * l2_bytes, dtype=torch.uint8, device="cuda")
-        torch.empty_like(src).copy_(src)
-    except torch.cuda.OutOfMemoryError:
-        pass  # a problem that fills the GPU: time it with do_bench's flush alone
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "libcudart" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            return ctypes.CDLL(path).cudaCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def bench_gpu(fn: Callable[[], None], warmup_ms: int, rep_ms: int) -> tuple[float, float, float]:

@@ -3,7 +3,7 @@
 # off too), the tuner's GPU tests, and a tune of 4096x1000 fp16 (trial against re-timing).
 set -uo pipefail
 S=benchmarks/results/session33_2026-11-24/scripts
-timeout 120 python "$S/scrub_sizes.py" 2>&1 | grep -v Warn | tee "$OUT/scrub_sizes.txt"
+timeout 120 python "$S/scrub_reset.py" 2>&1 | grep -v Warn | tee "$OUT/scrub_reset.txt"
 timeout 200 python -m pytest -q -p no:cacheprovider -m gpu tests/test_tuner_gpu.py > "$OUT/tuner_gpu_tests.txt" 2>&1
 echo "tuner -m gpu rc=$?"; tail -2 "$OUT/tuner_gpu_tests.txt"
 for i in 1 2; do

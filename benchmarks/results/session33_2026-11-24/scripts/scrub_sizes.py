@@ -1,4 +1,4 @@
-"""Session 33: which scrub_l2 size clears the lines a leaky l2_hint config leaves (the default
+"""Session 33 (the copy scrub of commit 53e4e75, replaced by the reset): which scrub_l2 size clears the lines a leaky l2_hint config leaves (the default
 of 4096x1000 fp16 timed by bench_gpu right after one launch of the leaky split config), and
 the new GPU test with scrub_l2 off (it must fail then)."""
 import statistics
