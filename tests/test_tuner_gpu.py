@@ -40,6 +40,8 @@ def test_a_config_timed_after_an_l2_hint_config_is_not_sped_up():
     """A split config with l2_hint and max_pass left x's lines in L2 through do_bench's zero_
     flushes: the default of 4096 x 1000 fp16 timed right after one launch of it read 7.7-8.7
     us against 9.7-10.6 (H100, thirty-third session). bench_gpu's scrub_l2 removes them."""
+    import statistics
+
     import torch
 
     from flashtune.gen import load_variant
@@ -52,16 +54,18 @@ def test_a_config_timed_after_an_l2_hint_config_is_not_sped_up():
     plain = default_config("softmax", problem, sm_count=sms).as_dict()
     leaky = dict(plain, regime="split", block=1024, splits=2, num_warps=4, num_stages=3,
                  max_pass=True, l2_hint=True, rows_per_program=1)
+    plain_mod, leaky_mod = (load_variant("softmax", space.validate(c)) for c in (plain, leaky))
     x = torch.randn(4096, 1000, device="cuda", dtype=torch.float16)
     y = torch.empty_like(x)
-    run_plain, run_leaky = (lambda m=load_variant("softmax", space.validate(c)): m.launch(x, y)
-                            for c in (plain, leaky))
-    run_plain(), run_leaky()
+    # Compile the leaky config on other tensors: nothing has loaded x with evict_last before
+    # the clean timings.
+    other = torch.randn_like(x)
+    leaky_mod.launch(other, torch.empty_like(other))
+    plain_mod.launch(x, y)
     torch.cuda.synchronize()
-    clean, after = [], []
+    clean = [bench_gpu(lambda: plain_mod.launch(x, y), 10, 30)[0] for _ in range(3)]
+    after = []
     for _ in range(3):
-        clean.append(bench_gpu(run_plain, 10, 30)[0])
-        run_leaky()
-        after.append(bench_gpu(run_plain, 10, 30)[0])
-    clean.sort(), after.sort()
-    assert after[1] > 0.93 * clean[1], (clean, after)
+        leaky_mod.launch(x, y)
+        after.append(bench_gpu(lambda: plain_mod.launch(x, y), 10, 30)[0])
+    assert statistics.median(after) > 0.93 * statistics.median(clean), (clean, after)
