@@ -173,6 +173,20 @@ def test_env_marks_a_switch_value_flashtune_ignores(fresh_db, capsys, monkeypatc
     assert "ignored" in lines["FLASHTUNE_DISABLE"]
 
 
+def test_env_spells_out_control_characters_on_every_line(fresh_db, capsys, monkeypatch,
+                                                         tmp_path):
+    # Defect: FLASHTUNE_CACHE_DIR's line spelled an escape sequence out, but the "cache
+    # folder" and "kernel sources" lines, which show the same path, printed it raw.
+    monkeypatch.delenv("FLASHTUNE_DB", raising=False)
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(tmp_path / "odd\x1b[31m\x07name"))
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out, out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "odd\\x1b[31m\\x07name" in lines["FLASHTUNE_CACHE_DIR"]
+    assert "odd\\x1b[31m\\x07name" in out.split("cache folder", 1)[1].splitlines()[0]
+
+
 def test_source_dispatch_prints_the_pick(fresh_db, capsys):
     seed(fresh_db, "softmax", "float32", (8, 64), row_config(64, rows=2))
     assert main(["source", "softmax", "--shape", "5x40", "--dtype", "float32", "--dispatch"]) == 0

@@ -54,6 +54,7 @@ def run(args) -> int:
 
     from .. import paths
     from ..cache.engine import hide_password, no_file_there, why_unseen
+    from ..cache.records import printable
     from ..dispatch.info import current_device_info, database_location
 
     lines: list[tuple[str, str]] = []
@@ -98,5 +99,8 @@ def run(args) -> int:
         lines.append((name, hide_password(_switch_value(name))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
-        print(f"{key.ljust(width)}  {value}")
+        # Every line, not only the switches': the cache folder's lines show FLASHTUNE_CACHE_DIR
+        # expanded, and an error text may quote a value (an escape sequence must not reach
+        # the terminal raw).
+        print(f"{key.ljust(width)}  {printable(value)}")
     return 0
