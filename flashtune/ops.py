@@ -256,7 +256,7 @@ def _subclass_call(op, x, d: int, log: bool) -> torch.Tensor:
     only (DTensor, for a placement its strategy lacks), and a refusal comes before any kernel.
     Under torch.compile, dynamo traces a traceable subclass (DTensor) through the op, and
     graph-breaks on another, which then runs this eagerly; a refusal while tracing cannot be
-    caught (dynamo's error, or a graph break without fullgraph: README)."""
+    caught (dynamo's error, fullgraph or not: README)."""
     try:
         return op(x, d)
     except (TypeError, NotImplementedError) as err:

@@ -137,3 +137,33 @@ def test_aten_only_subclass_under_compile(name):
         y = torch.compile(lambda t: ours(t, -1))(AtenOnly(x))
     assert type(y) is AtenOnly
     torch.testing.assert_close(y.inner, ref(x, -1))
+
+
+class TraceableAtenOnly(AtenOnly):
+    """AtenOnly that dynamo can trace (it has __tensor_flatten__), as a quantized wrapper may."""
+
+    def __tensor_flatten__(self):
+        return ["inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
+        return TraceableAtenOnly(inner_tensors["inner"])
+
+    def __repr__(self):  # torch's error message prints it (the default repr fails on it)
+        return f"TraceableAtenOnly({self.inner!r})"
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_traceable_aten_only_subclass_under_compile_fails_as_readme_says(fullgraph):
+    """README said the graph breaks without fullgraph and torch's op computes the call: dynamo
+    runs our op on the fake subclass while tracing, the refusal comes there, and no graph break
+    follows, fullgraph or not. Eagerly, torch's op computes it."""
+    x = torch.randn(3, 7, device=DEVICE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DispatchWarning)
+        torch.testing.assert_close(flashtune.softmax(TraceableAtenOnly(x), -1).inner,
+                                   torch.softmax(x, -1))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="returned NotImplemented"):
+        torch.compile(lambda t: flashtune.softmax(t, -1), fullgraph=fullgraph)(
+            TraceableAtenOnly(x))
