@@ -192,8 +192,8 @@ def _cast(x, dtype):
     if not isinstance(dtype, _dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
     if dtype not in _ACCEPTED_DTYPES:  # e.g. an integer or a float8 dtype
-        raise TypeError(f"dtype={dtype} is not supported; flashtune softmax computes in "
-                        "float16, bfloat16, float32 (float64 by torch)")
+        raise TypeError(f"dtype={dtype} is not supported; flashtune softmax and log_softmax "
+                        "compute in float16, bfloat16, float32 (float64 by torch)")
     return x.to(dtype)
 
 

@@ -25,6 +25,16 @@ def test_public_op_dtype_error_names_the_op_called(op, device):
         getattr(flashtune, op)(torch.arange(4, device=device))
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_public_op_dtype_argument_error_names_both_ops(op, device):
+    # The dtype= error said "flashtune softmax computes in ..." to a log_softmax caller too
+    # (the input's dtype error was fixed, this one left).
+    import flashtune
+
+    with pytest.raises(TypeError, match=r"dtype=torch.int32 is not supported; .*log_softmax"):
+        getattr(flashtune, op)(torch.randn(4, device=device), -1, dtype=torch.int32)
+
+
 def test_not_a_tensor():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         softmax_forward([1.0, 2.0])
