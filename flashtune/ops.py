@@ -22,7 +22,8 @@ do eager calls that autograd records: they run the same plans through a plain
 torch.autograd.Function (flashtune.dispatch.eager_autograd). Calls that need torch.compile or
 torch.jit.trace tracing, tensor subclasses or dispatch modes go through
 ``torch.ops.flashtune.softmax`` / ``log_softmax``, as does double backward. A tensor subclass
-that refuses that op (one that knows only aten ops) gets torch's op (_subclass_call).
+that refuses that op (one that knows only aten ops), or a dispatch mode that does, gets
+torch's op (_refusable_call).
 Under torch.func transforms (vmap, grad, jacrev, functionalize, ...; jvp and jacfwd are forward
 AD, below) the call is torch's own op: functorch's wrapped tensors have no storage a kernel can
 read, and torch's op has every transform rule.
@@ -228,9 +229,11 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
             or _jit_tracing() is not None):
         _library.register_dtensor_sharding()  # a DTensor input needs it (library.py)
         op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
-        if type(x) is _Tensor or type(x) is _Parameter:
+        # (is_compiling first: dynamo cannot trace the dispatch-mode count)
+        if (type(x) is _Tensor or type(x) is _Parameter) and (
+                _is_compiling() or _jit_tracing() is not None or not _dispatch_modes()):
             return op(x, d)
-        return _subclass_call(op, x, d, log)
+        return _refusable_call(op, x, d, log)
     if x.requires_grad and _grad_enabled():
         # Eager autograd: a plain autograd.Function, not the registered op (its host cost,
         # see flashtune.dispatch.eager_autograd).
@@ -239,20 +242,23 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
     return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)
 
 
-# (subclass type, op name) pairs that refused our op, said once each (a DispatchWarning).
-# setdefault, not a lock: one atomic step (see flashtune.cache.warn).
+# (subclass or dispatch-mode type, op name) pairs that refused our op, said once each (a
+# DispatchWarning). setdefault, not a lock: one atomic step (see flashtune.cache.warn).
 _REFUSED: dict[tuple[type, str], object] = {}
 
 
-def _subclass_call(op, x, d: int, log: bool) -> torch.Tensor:
-    """A call on a tensor subclass: our op, which the subclass's __torch_dispatch__ (or
-    __torch_function__) sees, else torch's op.
+def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:
+    """A call on a tensor subclass, or under a torch dispatch mode: our op, which the
+    subclass's __torch_dispatch__ (or __torch_function__) or the mode sees, else torch's op.
 
     A subclass that unwraps any op (DTensor with its sharding strategy, a plain wrapper) runs
-    our kernel on its inner tensors. One that knows only aten ops refuses ours: torch raises a
-    TypeError when every handler returned NotImplemented (torch.masked.MaskedTensor), or the
-    subclass raises NotImplementedError itself. torch.softmax works for such a subclass, so
-    ours gives torch's result for it. Not cached per type: a subclass may refuse some calls
+    our kernel on its inner tensors, and a mode that passes any op on (FakeTensorMode, through
+    our fake kernel; FlopCounterMode) runs it too. One that knows only aten ops refuses ours:
+    torch raises a TypeError when every handler returned NotImplemented
+    (torch.masked.MaskedTensor), or the subclass or mode raises NotImplementedError itself.
+    torch.softmax works there, so ours gives torch's result, and says so once per subclass or
+    mode and op (after torch's op ran: where torch's op fails too, its error is what the caller
+    gets, with no word about a fallback). Not cached per type: a subclass may refuse some calls
     only (DTensor, for a placement its strategy lacks), and a refusal comes before any kernel.
     Under torch.compile, dynamo traces a traceable subclass (DTensor) through the op, and
     graph-breaks on another, which then runs this eagerly; a refusal while tracing cannot be
@@ -260,14 +266,23 @@ def _subclass_call(op, x, d: int, log: bool) -> torch.Tensor:
     try:
         return op(x, d)
     except (TypeError, NotImplementedError) as err:
-        cls = type(x)
-        name = "log_softmax" if log else "softmax"
-        mine = object()
-        if _REFUSED.setdefault((cls, name), mine) is mine:
-            # The first line: torch's NotImplemented message goes on with a list of types.
-            reason = str(err).strip().split("\n")[0].rstrip(":") or type(err).__name__
-            warnings.warn(f"flashtune.{name}: tensor subclass {cls.__module__}."
-                          f"{cls.__qualname__} does not support flashtune's op ({reason}); "
-                          f"torch.{name} computes it instead",
-                          DispatchWarning, stacklevel=4)
-    return (torch.log_softmax if log else torch.softmax)(x, d)
+        refusal = err
+    out = (torch.log_softmax if log else torch.softmax)(x, d)
+    plain = type(x) is _Tensor or type(x) is _Parameter
+    who = type(_current_dispatch_mode()) if plain else type(x)
+    name = "log_softmax" if log else "softmax"
+    mine = object()
+    if _REFUSED.setdefault((who, name), mine) is mine:
+        # The first line: torch's NotImplemented message goes on with a list of types.
+        reason = str(refusal).strip().split("\n")[0].rstrip(":") or type(refusal).__name__
+        kind = "torch dispatch mode" if plain else "tensor subclass"
+        warnings.warn(f"flashtune.{name}: {kind} {who.__module__}.{who.__qualname__} does not "
+                      f"support flashtune's op ({reason}); torch.{name} computes it instead",
+                      DispatchWarning, stacklevel=4)
+    return out
+
+
+def _current_dispatch_mode():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return _get_current_dispatch_mode()

@@ -114,6 +114,7 @@ def test_masked_tensor_matches_torch(name):
         try:
             expected = ref(masked.masked_tensor(x, mask), -1)
         except Exception as err:  # noqa: BLE001 - whatever torch raises, ours must raise too
+            warnings.simplefilter("error", DispatchWarning)  # and say no word of a fallback
             with pytest.raises(type(err), match=r"aten\._log_softmax"):  # torch's op
                 ours(masked.masked_tensor(x, mask), -1)
             return
@@ -167,3 +168,32 @@ def test_traceable_aten_only_subclass_under_compile_fails_as_readme_says(fullgra
     with pytest.raises(Exception, match="returned NotImplemented"):
         torch.compile(lambda t: flashtune.softmax(t, -1), fullgraph=fullgraph)(
             TraceableAtenOnly(x))
+
+
+class AtenOnlyMode(torch.utils._python_dispatch.TorchDispatchMode):
+    """A dispatch mode that knows aten ops only (a tracer or checker of a user's own)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace != "aten":
+            raise NotImplementedError(f"{func} unsupported")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_aten_only_dispatch_mode_gets_torchs_result(name):
+    """Under a torch dispatch mode that knows only aten ops, our op raised NotImplementedError
+    where torch.softmax works; torch's op computes it now, said once per mode and op."""
+    import flashtune.ops as ops
+
+    ops._REFUSED.clear()
+    ours, ref = PAIRS[name]
+    x = torch.randn(5, 12, device=DEVICE)
+    expected = ref(x, -1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with AtenOnlyMode():
+            first, second = ours(x, -1), ours(x, 0)
+    said = [str(w.message) for w in caught if issubclass(w.category, DispatchWarning)]
+    assert len(said) == 1 and "torch dispatch mode" in said[0] and "AtenOnlyMode" in said[0], said
+    torch.testing.assert_close(first, expected)
+    torch.testing.assert_close(second, ref(x, 0))
