@@ -61,6 +61,19 @@ def _seeded_rng(request):
     torch.manual_seed(SEED_BASE + zlib.crc32(request.node.nodeid.encode()))
 
 
+@pytest.fixture(autouse=True)
+def _keep_triton_interpret(monkeypatch):
+    """TRITON_INTERPRET as the session set it, after every test: an in-process
+    `flashtune bench --interpret` or `tune --interpret` sets it, and on a GPU machine every
+    later test then ran its kernels through the interpreter that Triton was not imported for
+    (InterpreterError: "Cannot call @triton.jit'd outside of the scope of a kernel")."""
+    value = os.environ.get("TRITON_INTERPRET")
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if value is None else value)  # recorded here
+    if value is None:
+        # (delenv alone records nothing for a variable that is not set: nothing to undo)
+        monkeypatch.delenv("TRITON_INTERPRET")
+
+
 def pytest_report_header(config):
     return f"flashtune: test seed base {SEED_BASE} (FLASHTUNE_TEST_SEED)"
 
