@@ -945,3 +945,10 @@ def test_a_failed_l2_reset_leaves_no_pending_cuda_error(tmp_path):
     launch's failure, so every GPU timing of a tune or a bench would fail. The reset is only
     an aid to fair timings: a failed one is cleared."""
     assert _scrub_with_fake_cudart(tmp_path, fail=True) == "1 0"
+
+
+def test_the_l2_reset_is_found_in_a_folder_with_a_space(tmp_path):
+    """scrub_l2 took the CUDA runtime's path as the last word of its /proc/self/maps line: in a
+    folder with a space (a venv under '~/My Projects') that was a path fragment, no runtime
+    was found, and the tuner's timings went on without the reset, silently."""
+    assert _scrub_with_fake_cudart(tmp_path / "My Projects", fail=False) == "1 0"

@@ -60,7 +60,9 @@ def _persisting_l2_reset():
     linked statically)."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            paths = sorted({line.split()[-1] for line in maps if "libcudart" in line})
+            # address, perms, offset, dev, inode, then the path, which may hold spaces
+            fields = (line.rstrip("\n").split(maxsplit=5) for line in maps if "libcudart" in line)
+            paths = sorted({f[5] for f in fields if len(f) == 6})
     except OSError:
         return None
     for path in paths:
