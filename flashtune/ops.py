@@ -31,8 +31,6 @@ read, and torch's op has every transform rule.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
@@ -49,7 +47,7 @@ from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
-from .gen.notices import DispatchWarning
+from .gen.notices import warn_once as _warn_once
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
@@ -242,11 +240,6 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
     return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)
 
 
-# (subclass or dispatch-mode type, op name) pairs that refused our op, said once each (a
-# DispatchWarning). setdefault, not a lock: one atomic step (see flashtune.cache.warn).
-_REFUSED: dict[tuple[type, str], object] = {}
-
-
 def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:
     """A call on a tensor subclass, or under a torch dispatch mode: our op, which the
     subclass's __torch_dispatch__ (or __torch_function__) or the mode sees, else torch's op.
@@ -271,14 +264,12 @@ def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:
     plain = type(x) is _Tensor or type(x) is _Parameter
     who = type(_current_dispatch_mode()) if plain else type(x)
     name = "log_softmax" if log else "softmax"
-    mine = object()
-    if _REFUSED.setdefault((who, name), mine) is mine:
-        # The first line: torch's NotImplemented message goes on with a list of types.
-        reason = str(refusal).strip().split("\n")[0].rstrip(":") or type(refusal).__name__
-        kind = "torch dispatch mode" if plain else "tensor subclass"
-        warnings.warn(f"flashtune.{name}: {kind} {who.__module__}.{who.__qualname__} does not "
-                      f"support flashtune's op ({reason}); torch.{name} computes it instead",
-                      DispatchWarning, stacklevel=4)
+    # The first line: torch's NotImplemented message goes on with a list of types.
+    reason = str(refusal).strip().split("\n")[0].rstrip(":") or type(refusal).__name__
+    kind = "torch dispatch mode" if plain else "tensor subclass"
+    _warn_once(("refused", who, name),
+               f"flashtune.{name}: {kind} {who.__module__}.{who.__qualname__} does not support "
+               f"flashtune's op ({reason}); torch.{name} computes it instead", stacklevel=4)
     return out
 
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import warnings
 from typing import Any, Callable, Mapping
 
 import torch
 
 from . import loader
-from .notices import DispatchWarning
+from .notices import warn_once
 from .attention_space import (
     HEAD_DIM_MAX,
     HEAD_DIM_STEP,
@@ -51,18 +50,6 @@ _LOG2E = 1.4426950408889634
 _FP32_MAX = 3.4028234663852886e38
 
 ConfigChooser = Callable[[str, AttentionProblem, torch.device], Mapping[str, Any]]
-
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        # The dispatcher's category (README): users let these fallback notices through by it
-        # where warnings are errors; a plain RuntimeWarning raised there, and the dispatcher
-        # then rejected the whole config for the device, calls it could serve included.
-        warnings.warn(message, DispatchWarning, stacklevel=3)
-
 
 def check_inputs(q: Any, k: Any, v: Any) -> None:
     """Raise a TypeError/ValueError naming the argument for any unsupported input."""
@@ -250,8 +237,12 @@ def select_config(problem: AttentionProblem, tensors: tuple[torch.Tensor, ...],
     if problem_misfit(fallback, problem) is not None:
         fallback = default_config(OP, problem)
     # Once per config: the misfit text can name the call's strides, which vary with the layout.
-    _warn_once(str(cfg), f"flashtune attention: chosen config cannot run ({misfit}); "
-               f"using {fallback} instead")
+    # The dispatcher's category (README): users let these fallback notices through by it where
+    # warnings are errors; a plain RuntimeWarning raised there, and the dispatcher then
+    # rejected the whole config for the device, calls it could serve included.
+    warn_once(("attention config cannot run", str(cfg)),
+              f"flashtune attention: chosen config cannot run ({misfit}); using {fallback} "
+              "instead", stacklevel=2)
     return fallback
 
 
