@@ -27,6 +27,8 @@ def _switch_value(name: str) -> str:
     raw = os.environ.get(name)
     if raw is None:
         return "(unset)"
+    # Escaped here, not only by run()'s print: hide_password then reads the URL as it is shown
+    # (a tab or newline inside a password would hide it from its pattern).
     shown = printable(raw)
     if name in _FLAG_DEFAULTS and raw.strip() and bool_word(raw) is None:
         default = "on" if _FLAG_DEFAULTS[name] else "off"
