@@ -952,3 +952,39 @@ def test_the_l2_reset_is_found_in_a_folder_with_a_space(tmp_path):
     folder with a space (a venv under '~/My Projects') that was a path fragment, no runtime
     was found, and the tuner's timings went on without the reset, silently."""
     assert _scrub_with_fake_cudart(tmp_path / "My Projects", fail=False) == "1 0"
+
+
+# A stand-in for the CUDA driver: counts its resets of persisting L2 lines.
+FAKE_DRIVER = r"""
+int fake_resets = 0;
+int cuCtxResetPersistingL2Cache(void) { fake_resets++; return 0; }
+"""
+
+SCRUB_WITH_FAKE_DRIVER = """
+import ctypes
+import torch
+torch.cuda.synchronize = lambda *args, **kwargs: None  # no GPU here
+from flashtune.tuner import timing
+timing.scrub_l2()
+timing.scrub_l2()
+print(ctypes.c_int.in_dll(ctypes.CDLL("libcuda.so.1"), "fake_resets").value)
+"""
+
+
+def test_the_l2_reset_falls_back_to_the_driver_without_a_shared_runtime(tmp_path):
+    """With no CUDA runtime to find as a shared library (Windows has no /proc/self/maps; a
+    runtime can be linked statically), scrub_l2 did nothing, and a config timed after an
+    l2_hint config could read fast again. The driver's cuCtxResetPersistingL2Cache serves
+    then."""
+    import os
+    import shutil
+
+    if torch.version.cuda is not None or shutil.which("cc") is None or sys.platform != "linux":
+        pytest.skip("needs Linux, a C compiler and a torch without its own CUDA runtime")
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fake.c")], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", SCRUB_WITH_FAKE_DRIVER],
+                          capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.strip() == "2"

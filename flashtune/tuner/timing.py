@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -44,7 +45,8 @@ def scrub_l2() -> None:
     same way. The context's reset of persisting lines (cudaCtxResetPersistingL2Cache) clears
     them: done once before each timing, since a kernel's own lines did not speed up its own
     later repetitions (the same times after zero_, after the 1 GiB copy and after the reset).
-    Where the CUDA runtime cannot be reached (not loaded as a shared library), nothing."""
+    Through the CUDA runtime loaded as a shared library, else the driver; where neither can be
+    reached, nothing."""
     import torch
 
     reset = _persisting_l2_reset()
@@ -55,6 +57,12 @@ def scrub_l2() -> None:
 
 @functools.lru_cache(maxsize=1)
 def _persisting_l2_reset():
+    """The reset of persisting L2 lines as a function of no arguments, or None: the CUDA
+    runtime's that this process has loaded (torch's, the one measured), else the driver's."""
+    return _runtime_l2_reset() or _driver_l2_reset()
+
+
+def _runtime_l2_reset():
     """cudaCtxResetPersistingL2Cache of the CUDA runtime this process has loaded (torch's), as a
     function that takes back the error of a failed reset, or None (not Linux, or a runtime
     linked statically)."""
@@ -83,6 +91,29 @@ def _persisting_l2_reset():
 
         return reset_persisting_l2
     return None
+
+
+# The driver library by the name every CUDA install gives it (torch's runtime loads it so).
+_DRIVER_NAMES = {"win32": "nvcuda.dll"}
+
+
+def _driver_l2_reset():
+    """cuCtxResetPersistingL2Cache of the CUDA driver, for a process with no shared CUDA runtime
+    to find (Windows, where there is no /proc/self/maps; a runtime linked statically), or None.
+    It acts on the thread's current context, the primary one that torch's runtime made current
+    (scrub_l2 synchronizes first). A failed driver call leaves no pending error behind: the
+    runtime keeps its own; its result is ignored, as the runtime's is."""
+    name = _DRIVER_NAMES.get(sys.platform, "libcuda.so.1")
+    try:
+        reset = ctypes.CDLL(name).cuCtxResetPersistingL2Cache
+    except (OSError, AttributeError):
+        return None
+    reset.restype, reset.argtypes = ctypes.c_int, []  # CUresult f(void)
+
+    def reset_persisting_l2() -> None:
+        reset()
+
+    return reset_persisting_l2
 
 
 def bench_gpu(fn: Callable[[], None], warmup_ms: int, rep_ms: int) -> tuple[float, float, float]:
