@@ -1,7 +1,8 @@
 """Session 34: the default of 4096 x 1000 fp16 timed clean and right after one launch of an
 l2_hint split config, with scrub_l2 going through no reset, the CUDA runtime's, or the driver's
-(cuCtxResetPersistingL2Cache, the new fallback). Medians of 3 bench_gpu timings each (us)."""
+(cuCtxResetPersistingL2Cache, the new fallback). Medians of 3 bench_gpu timings each (us); argv[1]: the modes' order, comma-separated."""
 import statistics
+import sys
 
 import torch
 
@@ -26,7 +27,9 @@ torch.cuda.synchronize()
 resets = {"none": lambda: None, "runtime": timing._runtime_l2_reset(), "driver": timing._driver_l2_reset()}
 print("found:", {k: v is not None for k, v in resets.items()})
 print(f"{'reset':>8} {'clean us':>9} {'after us':>9} {'ratio':>6}")
-for name, reset in resets.items():
+order = sys.argv[1].split(",") if len(sys.argv) > 1 else list(resets)
+for name in order:
+    reset = resets[name]
     timing._persisting_l2_reset = lambda reset=reset: reset
     # Start each mode clean: the runtime's reset clears what the previous mode left.
     timing._runtime_l2_reset()()
