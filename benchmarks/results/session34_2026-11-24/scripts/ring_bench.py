@@ -69,7 +69,7 @@ def main():
         parity[0] = 0
 
         def run():
-            ring_softmax[(P,)](xd, y, words, rows, parity[0], 1 << 22, P=P, BR=BR, BC=BC, S=S, L=L,
+            ring_softmax[(P,)](xd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S, L=L,
                                MODE=MODE, num_warps=W)
             parity[0] ^= 1
         tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ}"
