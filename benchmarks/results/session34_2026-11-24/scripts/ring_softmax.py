@@ -74,9 +74,10 @@ def ring_softmax(x_desc, y_ptr, words_ptr, n_rows, parity, spin_limit,
             slot = r % S
             mbarrier.wait(bars.index(slot), (r // S) & 1)
             if MODE != 2:
-                b = smem.index(slot).load(layout).to(gl.float32) * LOG2E
-                m = gl.max(gl.max(b, axis=1), axis=0)
-                d = gl.sum(gl.sum(gl.exp2(b - m), axis=1), axis=0)
+                xt = smem.index(slot).load(layout)
+                # the max in x's own type (exact), then exp2(x * log2(e) - m): one FMA each
+                m = gl.max(gl.max(xt, axis=1), axis=0).to(gl.float32) * LOG2E
+                d = gl.sum(gl.sum(gl.exp2(xt.to(gl.float32) * LOG2E - m), axis=1), axis=0)
                 gl.store(words_mine + r * P + pid, _pack(m, d))
         if r >= L:
             q = r - L
@@ -116,6 +117,6 @@ def _normalize(words_mine, nxt, q, n_rows, y_tile, tile, spin_limit, p_offs, lay
     pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
     m_row = gl.max(pm, axis=0)
     inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
-    b = tile.load(layout).to(gl.float32) * LOG2E
-    gl.store(y_tile, (gl.exp2(b - m_row) * inv).to(y_tile.dtype.element_ty))
+    xt = tile.load(layout).to(gl.float32)
+    gl.store(y_tile, (gl.exp2(xt * LOG2E - m_row) * inv).to(y_tile.dtype.element_ty))
 
