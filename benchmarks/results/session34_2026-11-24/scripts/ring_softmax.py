@@ -16,8 +16,12 @@ row, and walks the rows in order through a ring of S shared-memory slots:
 So while a CTA writes row q it has rows q+1 .. q+S-1 loading: reads and writes overlap as in a
 copy, x is read from HBM once and y written once, and each row's wait has L steps of slack.
 Words live in two halves chosen by `parity`; each launch clears its words in the other half for
-the next launch (stream order makes that safe). Timing probes (wrong results): MODE 1 does not
-wait for missing words; MODE 2 is the schedule as a copy (no statistics, no words, no wait).
+the next launch (stream order makes that safe).
+
+MODE 0 is the softmax. Timing probes (wrong results), each leaving parts out:
+    1: no wait for missing words            2: the schedule as a copy (no math, no words)
+    3: statistics and words, a copy for the write   4: no statistics; merge words, normalize
+    5: statistics without the word store, a copy     6: normalize with constants (no words)
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -73,17 +77,18 @@ def ring_softmax(x_desc, y_ptr, words_ptr, n_rows, parity, spin_limit,
         if r < n_rows:
             slot = r % S
             mbarrier.wait(bars.index(slot), (r // S) & 1)
-            if MODE != 2:
+            if (MODE != 2) & (MODE != 4) & (MODE != 6):
                 xt = smem.index(slot).load(layout)
                 # the max in x's own type (exact), then exp2(x * log2(e) - m): one FMA each
                 m = gl.max(gl.max(xt, axis=1), axis=0).to(gl.float32) * LOG2E
                 d = gl.sum(gl.sum(gl.exp2(xt.to(gl.float32) * LOG2E - m), axis=1), axis=0)
-                gl.store(words_mine + r * P + pid, _pack(m, d))
+                if MODE != 5:
+                    gl.store(words_mine + r * P + pid, _pack(m, d))
         if r >= L:
             q = r - L
             slot = q % S
             y_tile = y_ptr + q * (SUBS * BC) + tile_offs
-            if MODE == 2:
+            if (MODE == 2) | (MODE == 3) | (MODE == 5):
                 gl.store(y_tile, smem.index(slot).load(layout))
             else:
                 _normalize(words_mine, nxt, q, n_rows, y_tile, smem.index(slot), spin_limit,
@@ -103,20 +108,24 @@ def _normalize(words_mine, nxt, q, n_rows, y_tile, tile, spin_limit, p_offs, lay
                P: gl.constexpr, MODE: gl.constexpr):
     """Row q's statistics from its P words (`nxt`, prefetched; re-polled while one is zero),
     then the slot's slice of row q normalized and stored."""
-    words = nxt
-    if q == 0:
-        words = gl.load(words_mine + p_offs, volatile=True)
-    if MODE == 0:
-        spins = 0
-        missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
-        while missing & (spins < spin_limit):
-            words = gl.load(words_mine + q * P + p_offs, volatile=True)
+    if MODE == 6:
+        m_row = 0.0
+        inv = 1.0 / 1048576.0
+    else:
+        words = nxt
+        if q == 0:
+            words = gl.load(words_mine + p_offs, volatile=True)
+        if MODE == 0:
+            spins = 0
             missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
-            spins += 1
-    pm = ((words >> 32) & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
-    pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
-    m_row = gl.max(pm, axis=0)
-    inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
+            while missing & (spins < spin_limit):
+                words = gl.load(words_mine + q * P + p_offs, volatile=True)
+                missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
+                spins += 1
+        pm = ((words >> 32) & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
+        pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
+        m_row = gl.max(pm, axis=0)
+        inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
     xt = tile.load(layout).to(gl.float32)
     gl.store(y_tile, (gl.exp2(xt * LOG2E - m_row) * inv).to(y_tile.dtype.element_ty))
 
