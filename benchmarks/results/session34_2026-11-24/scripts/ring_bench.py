@@ -3,7 +3,7 @@
 As session 29's smem_hold_bench.py: do_bench medians (L2 flushed by its zero_), against a 1 GiB
 copy, a same-size copy_, the product (flashtune.softmax) and torch.softmax in the same run;
 every MODE 0 output checked against float64 after its first launch and after timing.
-Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle,...".
+Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle[:tma_store],...".
 """
 import os
 import sys
@@ -40,8 +40,9 @@ def main():
     parity = [0]
     done = set()
     for cfg in os.environ["CONFIGS"].split(","):
-        dname, P, BR, BC, S, L, MODE, W, SWZ = cfg.split(":")
+        dname, P, BR, BC, S, L, MODE, W, SWZ, *TS = cfg.split(":")
         P, BR, BC, S, L, MODE, W, SWZ = map(int, (P, BR, BC, S, L, MODE, W, SWZ))
+        TS = int(TS[0]) if TS else 0
         dtype = getattr(torch, dname)
         torch.manual_seed(0)
         x = torch.randn(rows, cols, device="cuda").to(dtype)
@@ -65,14 +66,16 @@ def main():
         y = torch.empty_like(x)
         lay = gl.NVMMASharedLayout(swizzle_byte_width=SWZ, element_bitwidth=16, rank=2)
         xd = TensorDescriptor(x2, list(x2.shape), list(x2.stride()), [BR, BC], lay)
+        y2 = y.view(-1, BC)
+        yd = TensorDescriptor(y2, list(y2.shape), list(y2.stride()), [BR, BC], lay)
         words.zero_()
         parity[0] = 0
 
         def run():
-            ring_softmax[(P,)](xd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S, L=L,
-                               MODE=MODE, num_warps=W)
+            ring_softmax[(P,)](xd, yd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S,
+                               L=L, MODE=MODE, TMA_STORE=TS, num_warps=W)
             parity[0] ^= 1
-        tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ}"
+        tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ} tma_store{TS}"
         try:
             run()
             torch.cuda.synchronize()

@@ -12,6 +12,8 @@ row, and walks the rows in order through a ring of S shared-memory slots:
              then row q = r - L: read its P words (prefetched a step earlier; re-polled while
              any is still zero), merge them, normalize the slot, store y from registers,
              and refill the slot with row q + S.
+    TMA_STORE=1: y is written back into the slot and stored by TMA; the slot is refilled a
+             step later, once that store has read it.
 
 So while a CTA writes row q it has rows q+1 .. q+S-1 loading: reads and writes overlap as in a
 copy, x is read from HBM once and y written once, and each row's wait has L steps of slack.
@@ -25,10 +27,12 @@ MODE 0 is the softmax. Timing probes (wrong results), each leaving parts out:
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier
+from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier, fence_async_shared
 
-# Triton 3.6 names: async_copy_global_to_shared, thread_barrier; later: async_load, barrier.
+# Triton 3.6 names: async_copy_global_to_shared (and _shared_to_global), thread_barrier; later:
+# async_load, async_store, barrier.
 _TMA_LOAD = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_TMA_STORE = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 _CTA_BARRIER = getattr(gl, "barrier", None) or gl.thread_barrier
 
 LOG2E = gl.constexpr(1.4426950408889634)
@@ -42,10 +46,11 @@ def _pack(m, d):
 
 
 @gluon.jit
-def ring_softmax(x_desc, y_ptr, words_ptr, n_rows, parity, spin_limit,
+def ring_softmax(x_desc, y_desc, y_ptr, words_ptr, n_rows, parity, spin_limit,
                  P: gl.constexpr, BR: gl.constexpr, BC: gl.constexpr, S: gl.constexpr,
-                 L: gl.constexpr, MODE: gl.constexpr, num_warps: gl.constexpr):
-    gl.static_assert(L < S)
+                 L: gl.constexpr, MODE: gl.constexpr, TMA_STORE: gl.constexpr,
+                 num_warps: gl.constexpr):
+    gl.static_assert(L + 1 < S)
     pid = gl.program_id(0)
     dtype: gl.constexpr = x_desc.dtype
     SUBS: gl.constexpr = P * BR  # BC-wide sub-rows per softmax row
@@ -87,27 +92,45 @@ def ring_softmax(x_desc, y_ptr, words_ptr, n_rows, parity, spin_limit,
         if r >= L:
             q = r - L
             slot = q % S
-            y_tile = y_ptr + q * (SUBS * BC) + tile_offs
             if (MODE == 2) | (MODE == 3) | (MODE == 5):
-                gl.store(y_tile, smem.index(slot).load(layout))
+                y = smem.index(slot).load(layout)
             else:
-                _normalize(words_mine, nxt, q, n_rows, y_tile, smem.index(slot), spin_limit,
-                           p_offs, layout, P, MODE)
+                y = _normalize(words_mine, nxt, q, smem.index(slot), spin_limit, p_offs, layout,
+                               P, MODE)
                 if q + 1 < n_rows:  # the next row's words: ready, mostly, by the next step
                     nxt = gl.load(words_mine + (q + 1) * P + p_offs, volatile=True)
-            _CTA_BARRIER()  # every warp has read the slot before the TMA refills it
-            if q + S < n_rows:
-                mbarrier.expect(bars.index(slot), x_desc.block_type.nbytes)
-                _TMA_LOAD(x_desc, [(q + S) * SUBS + pid * BR, 0], bars.index(slot), smem.index(slot))
+            if TMA_STORE:
+                # y goes back into its slot and out through the TMA unit: the warps go on
+                # with the next step while it drains, instead of waiting on their store queue.
+                smem.index(slot).store(y)
+                fence_async_shared()
+                _CTA_BARRIER()  # every warp has written the slot before the TMA reads it
+                _TMA_STORE(y_desc, [q * SUBS + pid * BR, 0], smem.index(slot))
+                # refill the slot of the row stored one step ago, once its store has read it
+                if (q >= 1) & (q - 1 + S < n_rows):
+                    tma.store_wait(pendings=1)
+                    prev = (q - 1) % S
+                    mbarrier.expect(bars.index(prev), x_desc.block_type.nbytes)
+                    _TMA_LOAD(x_desc, [(q - 1 + S) * SUBS + pid * BR, 0], bars.index(prev),
+                              smem.index(prev))
+            else:
+                gl.store(y_ptr + q * (SUBS * BC) + tile_offs, y)
+                _CTA_BARRIER()  # every warp has read the slot before the TMA refills it
+                if q + S < n_rows:
+                    mbarrier.expect(bars.index(slot), x_desc.block_type.nbytes)
+                    _TMA_LOAD(x_desc, [(q + S) * SUBS + pid * BR, 0], bars.index(slot),
+                              smem.index(slot))
+    if TMA_STORE:
+        tma.store_wait(pendings=0)
     for i in gl.static_range(S):
         mbarrier.invalidate(bars.index(i))
 
 
 @gluon.jit
-def _normalize(words_mine, nxt, q, n_rows, y_tile, tile, spin_limit, p_offs, layout: gl.constexpr,
+def _normalize(words_mine, nxt, q, tile, spin_limit, p_offs, layout: gl.constexpr,
                P: gl.constexpr, MODE: gl.constexpr):
     """Row q's statistics from its P words (`nxt`, prefetched; re-polled while one is zero),
-    then the slot's slice of row q normalized and stored."""
+    then the slot's slice of row q normalized, in x's type."""
     if MODE == 6:
         m_row = 0.0
         inv = 1.0 / 1048576.0
@@ -126,6 +149,6 @@ def _normalize(words_mine, nxt, q, n_rows, y_tile, tile, spin_limit, p_offs, lay
         pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
         m_row = gl.max(pm, axis=0)
         inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
-    xt = tile.load(layout).to(gl.float32)
-    gl.store(y_tile, (gl.exp2(xt * LOG2E - m_row) * inv).to(y_tile.dtype.element_ty))
+    xt = tile.load(layout)
+    return (gl.exp2(xt.to(gl.float32) * LOG2E - m_row) * inv).to(xt.dtype)
 
