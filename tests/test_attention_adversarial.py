@@ -333,6 +333,16 @@ def test_zero_dim_tensor_scale_as_sdpa(device):
             flashtune.attention(q, k, v, scale=bad)
 
 
+def test_meta_tensor_scale_is_a_type_error_naming_scale(device):
+    """A 0-d meta tensor (a model's scale buffer built on the meta device, for shape inference)
+    holds no value: it was float()-ed and raised torch's RuntimeError "Tensor.item() cannot be
+    called on meta tensors", which names no argument."""
+    scale = torch.tensor(0.5, device="meta")
+    for q, k, v in (_qkv(device), tuple(t.to("meta") for t in _qkv(device))):
+        with pytest.raises(TypeError, match="scale must be .*meta tensor"):
+            flashtune.attention(q, k, v, scale=scale)
+
+
 @pytest.mark.parametrize("persistent", (False, True))
 def test_scales_on_unmasked_key_tiles(device, persistent):
     """Scales that are not > 0 take the unfolded path of the unmasked key loop (max of the

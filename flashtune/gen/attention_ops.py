@@ -106,6 +106,9 @@ def _tensor_scale(scale: torch.Tensor) -> float:
         raise TypeError(f"{_SCALE_EXPECTED}, got a {scale.dim()}-d tensor")
     if scale.dtype is torch.bool or scale.is_complex():  # as a bool / complex scale is refused
         raise TypeError(f"{_SCALE_EXPECTED}, got a 0-d {scale.dtype} tensor")
+    if scale.is_meta:  # no value to read: float() would raise torch's RuntimeError, unnamed
+        raise TypeError(f"{_SCALE_EXPECTED}, got a 0-d meta tensor, which holds no value "
+                        "(pass the scale as a float)")
     if scale.requires_grad:  # its gradient would be lost (SDPA refuses it too)
         raise TypeError(f"{_SCALE_EXPECTED}, got a 0-d tensor that requires grad (attention "
                         "has no backward)")
