@@ -177,9 +177,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     ``scale`` (a real number, or a 0-d real tensor as SDPA takes it; finite in float32)
     defaults to 1/sqrt(D); scores are computed
     in float32. NaN/inf inputs propagate as in torch SDPA's math path to every query that
-    sees the key (a key scoring -inf just drops out). One difference: torch also spreads a
-    NaN in v to queries for which that key is causally masked (0 * NaN); here at most the
-    queries of the same tile get it.
+    sees the key (a key scoring -inf just drops out). One difference: torch's math path
+    also spreads a NaN in k or v to queries for which that key is causally masked (a masked
+    NaN score stays NaN; 0 * NaN); here a NaN in k reaches only the queries that see its key
+    (as SDPA's CPU flash path), and one in v at most the queries of the same tile besides.
 
     ``causal`` is bottom-right aligned when Nq != Nk (key c is masked for query r when
     c > r + Nk - Nq, as ``torch.nn.attention.bias.causal_lower_right``). This differs from
