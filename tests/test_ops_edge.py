@@ -25,6 +25,31 @@ def test_forward_mode_ad_keeps_the_tangent(log, device):
     torch.testing.assert_close(out.primal, expected.primal, rtol=1e-4, atol=1e-5)
 
 
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("path", ["eager", "op"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_forward_over_reverse_keeps_the_gradient_tangent(log, path, create_graph, device):
+    # A backward run inside a dual level with a dual gradient (forward-over-reverse, recorded
+    # outside it): torch's dx carries a tangent. Ours dropped it without a word
+    # (create_graph=False) or raised about a custom Function's missing jvp (create_graph=True).
+    x = torch.randn(3, 7, device=device)
+    g, t = torch.randn(3, 7, device=device), torch.randn(3, 7, device=device)
+    name = "log_softmax" if log else "softmax"
+    ours = getattr(flashtune, name) if path == "eager" else getattr(torch.ops.flashtune, name)
+    results = []
+    for op in (ours, getattr(torch, name)):
+        a = x.clone().requires_grad_()
+        y = op(a, -1)
+        with fwAD.dual_level():
+            (dx,) = torch.autograd.grad(y, a, fwAD.make_dual(g, t), create_graph=create_graph)
+            results.append(fwAD.unpack_dual(dx))
+    got, expected = results
+    assert got.tangent is not None
+    torch.testing.assert_close(got.primal, expected.primal, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.tangent, expected.tangent, rtol=1e-4, atol=1e-5)
+
+
 def test_float_dim_rejected_even_after_a_plan_exists(device):
     x = torch.randn(3, 7, device=device)
     flashtune.softmax(x, 1)

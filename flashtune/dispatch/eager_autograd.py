@@ -16,8 +16,10 @@ op, which has its own autograd formula) and compiled autograd (dynamo traces the
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from .call_state import functorch_active, is_compiling
+from .plans import aten_backward
 from .runtime import RUNTIME
 
 # torch.autograd.grad(is_grads_batched=True) and jacobian/hessian(vectorize=True) batch the
@@ -39,6 +41,8 @@ class SoftmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (y,) = ctx.saved_tensors
+        if _forward_ad._current_level >= 0:
+            return forward_ad_backward(y, grad, ctx.dim, ctx.log), None, None
         if (torch.is_grad_enabled() or type(grad) is not torch.Tensor or functorch_active()
                 or _legacy_batched(grad) or is_compiling()):
             # create_graph (double backward), a gradient of a tensor subclass, batched
@@ -53,3 +57,14 @@ class SoftmaxFunction(torch.autograd.Function):
             op = library.log_softmax_backward if ctx.log else library.softmax_backward
             return op(y, grad, ctx.dim), None, None
         return RUNTIME.backward(y, grad, ctx.dim, ctx.log), None, None
+
+
+def forward_ad_backward(y: torch.Tensor, grad: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    """dx by torch's own backward op, for a backward run inside a forward-AD dual level.
+
+    Forward-over-reverse (torch.autograd.grad(y, x, dual_gradient) in a dual_level) hands the
+    backward a dual gradient. Our kernel reads only its primal, so dx lost the tangent without
+    a word, and the registered backward op has no forward-AD formula either (torch raises
+    about a custom Function's jvp). torch's backward op has both a forward-AD formula and a
+    double backward; its result is the same dx. (The public ops give forward AD to torch too.)"""
+    return aten_backward(log)(grad.to(y.dtype), y, dim, y.dtype)

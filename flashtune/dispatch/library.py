@@ -23,9 +23,11 @@ from __future__ import annotations
 import sys
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from ..gen.softmax_ops import normalize_dim
+from .eager_autograd import forward_ad_backward
 from .plans import output_like
 from .runtime import RUNTIME, check_backward_pair, check_dtype
 from .vmap_dims import batch_first
@@ -77,11 +79,15 @@ def _save_output(ctx, inputs, output) -> None:
 
 def _softmax_grad(ctx, grad):
     (y,) = ctx.saved_tensors
+    if _forward_ad._current_level >= 0:  # a dual gradient: see eager_autograd
+        return forward_ad_backward(y, grad, ctx.dim, False), None
     return torch.ops.flashtune.softmax_backward(y, grad, ctx.dim), None
 
 
 def _log_softmax_grad(ctx, grad):
     (y,) = ctx.saved_tensors
+    if _forward_ad._current_level >= 0:  # a dual gradient: see eager_autograd
+        return forward_ad_backward(y, grad, ctx.dim, True), None
     return torch.ops.flashtune.log_softmax_backward(y, grad, ctx.dim), None
 
 
