@@ -50,6 +50,40 @@ def test_forward_over_reverse_keeps_the_gradient_tangent(log, path, create_graph
     torch.testing.assert_close(got.tangent, expected.tangent, rtol=1e-4, atol=1e-5)
 
 
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmax_backward",
+                                  "log_softmax_backward"])
+def test_registered_ops_refuse_a_dual_input(name, device):
+    # torch drops a custom op's tangent silently when no input requires grad.
+    x = torch.softmax(torch.randn(3, 7, device=device), -1)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.randn_like(x))
+        args = (dual, -1) if "backward" not in name else (x, dual, -1)
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            getattr(torch.ops.flashtune, name)(*args)
+        out = getattr(torch.ops.flashtune, name)(*[x if a is dual else a for a in args])
+        assert fwAD.unpack_dual(out).tangent is None  # plain inputs in a dual level are fine
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_double_backward_keeps_a_dual_tangent_towards_the_first_gradient(log, device):
+    # The second backward (in a dual level) reaches the first gradient g through the backward
+    # op's own backward: for softmax that ran the registered op, which dropped the tangent.
+    name = "log_softmax" if log else "softmax"
+    x, g0, w, t = (torch.randn(3, 7, device=device) for _ in range(4))
+    results = []
+    for op in (getattr(flashtune, name), getattr(torch, name)):
+        a, g = x.clone().requires_grad_(), g0.clone().requires_grad_()
+        (dx,) = torch.autograd.grad(op(a, -1), a, g, create_graph=True)
+        with fwAD.dual_level():
+            (h,) = torch.autograd.grad(dx, g, fwAD.make_dual(w, t))
+            results.append(fwAD.unpack_dual(h))
+    got, expected = results
+    assert got.tangent is not None
+    torch.testing.assert_close(got.primal, expected.primal, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.tangent, expected.tangent, rtol=1e-4, atol=1e-5)
+
+
 def test_float_dim_rejected_even_after_a_plan_exists(device):
     x = torch.randn(3, 7, device=device)
     flashtune.softmax(x, 1)

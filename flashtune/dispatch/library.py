@@ -32,9 +32,24 @@ from .plans import output_like
 from .runtime import RUNTIME, check_backward_pair, check_dtype
 from .vmap_dims import batch_first
 
+def _refuse_forward_ad(name: str, *tensors: Tensor) -> None:
+    """A dual (forward-AD) input: a custom op has no forward-AD formula, and torch drops the
+    tangent without a word when no input requires grad (the kernel reads only the primal).
+    Below the autograd key the tangent is still visible, so refuse it here, as
+    torch.ops.flashtune.attention_fwd does. flashtune.softmax / log_softmax and their
+    autograd give forward-mode AD to torch's ops and never get here with a dual."""
+    if _forward_ad._current_level >= 0 and any(
+            _forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise NotImplementedError(
+            f"torch.ops.flashtune.{name} has no forward-mode AD formula (its tangent would be "
+            "lost); call flashtune.softmax / flashtune.log_softmax (which compute forward-mode "
+            "AD with torch's op) or torch's op")
+
+
 def _fwd(log: bool):
     def impl(x: Tensor, dim: int) -> Tensor:
         check_dtype("x", x)
+        _refuse_forward_ad("log_softmax" if log else "softmax", x)
         return RUNTIME.forward(x, normalize_dim(dim, x.dim()), log)
 
     def fake(x: Tensor, dim: int) -> Tensor:
@@ -46,6 +61,7 @@ def _fwd(log: bool):
 def _bwd(log: bool):
     def impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
         check_dtype("y", y)
+        _refuse_forward_ad("log_softmax_backward" if log else "softmax_backward", y, dy)
         return RUNTIME.backward(y, dy, dim, log)
 
     def fake(y: Tensor, dy: Tensor, dim: int) -> Tensor:
@@ -107,7 +123,10 @@ def _softmax_backward_grad(ctx, g):
     y, dy = ctx.saved_tensors
     d = ctx.dim
     s = (y * dy).sum(d, keepdim=True)
-    g_dy = torch.ops.flashtune.softmax_backward(y, g, d)
+    if _forward_ad._current_level >= 0:  # a dual g: the op has no forward-AD formula
+        g_dy = forward_ad_backward(y, g, d, False)
+    else:
+        g_dy = torch.ops.flashtune.softmax_backward(y, g, d)
     g_y = g * (dy - s) - dy * (g * y).sum(d, keepdim=True)
     return g_y, g_dy, None
 
