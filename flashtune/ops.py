@@ -48,6 +48,7 @@ from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.notices import warn_once as _warn_once
+from .gen.softmax_ops import _as_index
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
@@ -56,6 +57,7 @@ _Tensor = torch.Tensor
 # nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
 _Parameter = torch.nn.Parameter
 _dtype = torch.dtype
+_Proxy = torch.fx.Proxy  # torch.fx.symbolic_trace's stand-in for a tensor
 # _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
 # check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
 # ever matches.
@@ -184,7 +186,7 @@ _PYTHON_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool,
 
 def _cast(x, dtype):
     """torch.softmax's ``dtype=``: cast the input first (autograd sees the cast)."""
-    if not isinstance(x, torch.Tensor):
+    if not isinstance(x, (torch.Tensor, _Proxy)):
         raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
     if type(dtype) is type:
         dtype = _PYTHON_DTYPES.get(dtype, dtype)
@@ -204,6 +206,13 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
         return (log_softmax if log else softmax)(x, dim, dtype)
     if dtype is not None:
         x = _cast(x, dtype)
+    if isinstance(x, _Proxy):
+        # torch.fx.symbolic_trace: a Proxy has no dtype, shape or memory to check or launch
+        # on. Record the registered op as one graph node, as torch.softmax records itself;
+        # the traced module then runs it (our kernel, its checks and autograd). Its dim is
+        # normalized by the op, against the real input.
+        op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
+        return op(x, _as_index(dim))
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
     _check_dtype("input", x)

@@ -229,3 +229,23 @@ def test_a_stored_plan_that_fails_gives_way_to_the_full_path(log, device):
     ref(xt, -1).backward(g)
     torch.testing.assert_close(xg.grad, xt.grad)
     reset()
+
+
+
+def _fx_model(ops):
+    class Model(torch.nn.Module):
+        def forward(self, z):
+            return ops.softmax(z, -1) * ops.log_softmax(z, dim=0, dtype=torch.float32)
+    return Model()
+
+
+def test_fx_symbolic_trace_records_the_op(device):
+    # torch.fx.symbolic_trace passes a Proxy, which torch.softmax records as a node; ours
+    # raised "input must be a torch.Tensor, got Proxy".
+    traced = torch.fx.symbolic_trace(_fx_model(flashtune))
+    assert "torch.ops.flashtune.softmax" in traced.code
+    x = torch.randn(5, 6, device=device, requires_grad=True)
+    got = traced(x)
+    torch.testing.assert_close(got, _fx_model(torch)(x.detach()), rtol=1e-4, atol=1e-5)
+    got.sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
