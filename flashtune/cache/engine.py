@@ -47,6 +47,21 @@ def hide_password(text: str) -> str:
     return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
 
 
+# A URL shown on its own (FLASHTUNE_DB as set, --journal as given), not inside a message.
+# SQLAlchemy and libpq take a password holding unencoded spaces ("user:two words@host",
+# "?password=two words"), where _PASSWORD and _QUERY_PASSWORD stop, as they must inside a
+# message. Alone, the URL's ends are known: the user part ends at its first ":", the password
+# at the last "@" of the whole value, a query password at the next "&".
+_URL_PASSWORD = re.compile(r"^(\s*[\w+]+://[^:/]*:).*@", re.DOTALL)
+_URL_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+
+
+def hide_url_password(url: str) -> str:
+    """The URL ``url`` (a whole value, not a message quoting one) with its password replaced
+    by ***, whatever characters the password holds."""
+    return hide_password(_URL_QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url)))
+
+
 def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     """Explicit argument, else $FLASHTUNE_DB, else an SQLite file in the cache folder.
 

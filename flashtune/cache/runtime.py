@@ -14,7 +14,8 @@ from sqlalchemy import and_, false, or_
 
 from .db import device_filter, convert_rows, select_rows
 from .engine import (DB_ENV, CACHE_FAILURES, blocked_journal, display, explain, hide_password,
-                     make_engine, no_file_there, reading, resolve_url, sqlite_file, why_unseen)
+                     hide_url_password, make_engine, no_file_there, reading, resolve_url,
+                     sqlite_file, why_unseen)
 from .errors import CacheWarning
 from .keys import DeviceInfo
 from .models import WinnerRow
@@ -119,5 +120,7 @@ def _where(url: Any) -> str:
         given = url if url is not None else os.environ.get(DB_ENV)
         if given is None:  # the default file, in a cache folder that cannot be named
             return "in the cache folder"
-        shown = hide_password(repr(given))
+        # the URL's password hidden before repr escapes it (a space or tab in it is kept)
+        shown = (repr(hide_url_password(given)) if isinstance(given, str)
+                 else hide_password(repr(given)))
         return shown if url is not None else f"{DB_ENV}={shown}"

@@ -27,7 +27,7 @@ def _switch_value(name: str) -> str:
     raw = os.environ.get(name)
     if raw is None:
         return "(unset)"
-    # Escaped here, not only by run()'s print: hide_password then reads the URL as it is shown
+    # Escaped here, not only by run()'s print: hide_url_password then reads the URL as it is shown
     # (a tab or newline inside a password would hide it from its pattern).
     shown = printable(raw)
     if name in _FLAG_DEFAULTS and raw.strip() and bool_word(raw) is None:
@@ -55,7 +55,7 @@ def run(args) -> int:
     import flashtune
 
     from .. import paths
-    from ..cache.engine import hide_password, no_file_there, why_unseen
+    from ..cache.engine import hide_url_password, no_file_there, why_unseen
     from ..cache.records import printable
     from ..dispatch.info import current_device_info, database_location
 
@@ -98,7 +98,7 @@ def run(args) -> int:
         lines.append(("cache folder", str(folder)))
         lines.append(("kernel sources", str(kernels)))
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
-        lines.append((name, hide_password(_switch_value(name))))
+        lines.append((name, hide_url_password(_switch_value(name))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         # Every line, not only the switches': the cache folder's lines show FLASHTUNE_CACHE_DIR

@@ -280,10 +280,10 @@ def _check_journal_replays(journal: str) -> None:
 def _check_journal_url(url: str) -> None:
     """Open Optuna's RDB storage once (it creates its tables): a wrong driver, an unreachable
     server or a folder that does not exist is one line now."""
-    from ..cache.engine import hide_password
+    from ..cache.engine import hide_password, hide_url_password
     from ..tuner.storage import make_storage
 
-    shown = hide_password(url)
+    shown = hide_url_password(url)
     _check_sqlite_journal_file(url, shown)
     _create_sqlite_file(url)
     try:
@@ -458,7 +458,7 @@ def _sigterm_as_interrupt():
 
 def _report_interrupt(stop, received: list, db_where: str, journal: str | None) -> int:
     """What an interrupted run kept, on stderr; the shell's exit code for the signal."""
-    from ..cache.engine import hide_password
+    from ..cache.engine import hide_url_password
 
     how = received[0] if received else "Ctrl-C"
     done = [p for p in stop.result.problems if p.label != stop.interrupted]
@@ -474,7 +474,7 @@ def _report_interrupt(stop, received: list, db_where: str, journal: str | None) 
         lines.append(f"flashtune tune: not started: {', '.join(stop.not_started)}")
     if stop.interrupted is not None or stop.not_started:
         lines.append("flashtune tune: to finish, run the same command again: " + (
-            f"configs already measured (kept in {hide_password(journal)}) are not measured again"
+            f"configs already measured (kept in {hide_url_password(journal)}) are not measured again"
             if journal else
             "every problem is searched again (stored winners stay unless beaten); --journal "
             "PATH makes a run resumable"))

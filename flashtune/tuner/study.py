@@ -344,7 +344,7 @@ def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) 
     """The measurement _trial_attrs kept in a trial, read back; a value it cannot have written
     (an edited or damaged journal) is a ValueError naming the journal and the trial, not a
     TypeError traceback at the first comparison of times."""
-    from ..cache.engine import hide_password
+    from ..cache.engine import hide_url_password
     from ..cache.records import check_ms
 
     try:
@@ -359,7 +359,7 @@ def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) 
             return Measurement("failed", error=error)
         raise ValueError(f"status must be 'ok' or 'failed', got {status!r}")
     except (TypeError, ValueError) as err:
-        raise ValueError(f"journal {hide_password(str(storage))}: trial {number} of study "
+        raise ValueError(f"journal {hide_url_password(str(storage))}: trial {number} of study "
                          f"{study_name!r} holds a measurement flashtune did not write ({err}); "
                          "give a new journal, or move this one away") from None
 
