@@ -758,3 +758,25 @@ def test_runtime_notice_spells_out_control_characters_of_the_database_name(tmp_p
     assert "\x1b" not in said[0] and "\n" not in said[0], said
     if trouble != "corrupt":  # (that notice names a long URL by its start only)
         assert "odd\\x1b[31m\\nname" in said[0], said
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_file_deleted_or_replaced_while_open_is_not_written_to(tmp_path, how):
+    # Defect: a tuner keeps its SQLite connection open, so after `rm tuned.sqlite` (or a
+    # backup moved over it) during a `flashtune tune`, every later winner went to the unlinked
+    # old file: the run ended "4 winner(s) stored in sqlite:///.../tuned.sqlite" and no file
+    # (or the backup's rows only) was there. The write now fails, naming the file.
+    path = tmp_path / "tuned.sqlite"
+    with TuneDB(str(path)) as db:
+        _store(db, median=2.0)
+        for side in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            side.unlink(missing_ok=True)
+        if how == "replaced":
+            with TuneDB(str(tmp_path / "other.sqlite")) as other:
+                _store(other, median=3.0)
+            (tmp_path / "other.sqlite").rename(path)
+        with pytest.raises(CacheError, match="deleted or replaced") as caught:
+            _store(db, median=1.0)
+        assert str(path) in str(caught.value)
+        with pytest.raises(CacheError, match="deleted or replaced"):
+            db.record_trial(DEV, FAMILY, KEY, row_config(), median_ms=1.0)

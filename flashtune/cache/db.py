@@ -69,6 +69,8 @@ class TuneDB:
         self._read_only = bool(read_only)
         self._no_trials = False
         self._empty = False
+        self._file_id: tuple[int, int] | None = None  # the SQLite file written (see _check_writable)
+        self._path: Path | None = None
         path = sqlite_file(self._url)
         # A link loop or a folder on the path this user may not search is no missing database:
         # a reader is not told "run `flashtune tune` first", a writer does not try to create
@@ -132,6 +134,10 @@ class TuneDB:
             raise
         if others:
             warn_once(self._where, "other-schema", f"{self._where}: {other_versions_note(others)}")
+        if path is not None and not read_only:
+            # absolute, as SQLAlchemy opens it: a later chdir changes neither
+            self._path = path.absolute()
+            self._file_id = _file_id(self._path)
 
     @property
     def url(self) -> str:
@@ -333,6 +339,13 @@ class TuneDB:
     def _check_writable(self) -> None:
         if self._read_only:
             raise CacheError(f"{self._where} was opened read-only (TuneDB(read_only=True))")
+        # The engine keeps its SQLite connection open: after the file was deleted (`rm
+        # tuned.sqlite` during a tune) or another moved over it, writes would go on into the
+        # old, unlinked file, and the winners stored "in" the path would be lost without a word.
+        if self._file_id is not None and _file_id(self._path) != self._file_id:
+            raise CacheError(f"the winner database file {self._path} was deleted or replaced "
+                             "since flashtune opened it: nothing more is written (it would go "
+                             "to the old file, which is gone); run the command again")
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -399,6 +412,15 @@ def device_filter(table: Table, device: DeviceInfo | None) -> list:
         raise TypeError(f"device must be a DeviceInfo or None, got {type(device).__name__}")
     return _match(table, {"device_name": device.name, "capability": device.capability,
                           "sm_count": device.sm_count, "triton_version": device.triton_version})
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at path, None if there is none (or it cannot be seen)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _same_file(a: Any, b: Any) -> bool:
