@@ -7,6 +7,7 @@ The tuning path (TuneDB) raises CacheError with a clear message; the runtime pat
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import sqlite3
@@ -780,3 +781,15 @@ def test_a_database_file_deleted_or_replaced_while_open_is_not_written_to(tmp_pa
         assert str(path) in str(caught.value)
         with pytest.raises(CacheError, match="deleted or replaced"):
             db.record_trial(DEV, FAMILY, KEY, row_config(), median_ms=1.0)
+
+
+def test_a_stored_config_naming_a_key_twice_is_skipped(sqlite_url):
+    # Defect: a row whose config JSON names a tunable twice (edited outside flashtune) was
+    # served with the last value without a word, where `flashtune import` refuses such an
+    # object (other readers keep the first value): which config was meant is unknown.
+    with TuneDB(sqlite_url) as db:
+        _store(db, row_config(warps=4))
+    text4 = '{"num_warps": 4, ' + json.dumps(row_config(warps=2))[1:]
+    _tamper(sqlite_url, "UPDATE ft_v1_winners SET config = :config", config=text4)
+    winners, said = _runtime_twice(sqlite_url)
+    assert winners == [] and len(said) == 1 and "twice" in said[0], said
