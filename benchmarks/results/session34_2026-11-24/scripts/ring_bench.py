@@ -3,7 +3,8 @@
 As session 29's smem_hold_bench.py: do_bench medians (L2 flushed by its zero_), against a 1 GiB
 copy, a same-size copy_, the product (flashtune.softmax) and torch.softmax in the same run;
 every MODE 0 output checked against float64 after its first launch and after timing.
-Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle[:tma_store],...".
+Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle[:tma_store],..." (ring_softmax), or
+"dtype:P:BR:BC:S:ws" (ring_ws, two partitions of 4 warps).
 """
 import os
 import sys
@@ -13,6 +14,7 @@ import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ring_softmax import ring_softmax  # noqa: E402
+from ring_ws import ring_ws  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -40,7 +42,11 @@ def main():
     parity = [0]
     done = set()
     for cfg in os.environ["CONFIGS"].split(","):
-        dname, P, BR, BC, S, L, MODE, W, SWZ, *TS = cfg.split(":")
+        parts = cfg.split(":")
+        WS = parts[-1] == "ws"
+        if WS:
+            parts = parts[:5] + ["0", "0", "4", "0", "1"]
+        dname, P, BR, BC, S, L, MODE, W, SWZ, *TS = parts
         P, BR, BC, S, L, MODE, W, SWZ = map(int, (P, BR, BC, S, L, MODE, W, SWZ))
         TS = int(TS[0]) if TS else 0
         dtype = getattr(torch, dname)
@@ -72,10 +78,16 @@ def main():
         parity[0] = 0
 
         def run():
-            ring_softmax[(P,)](xd, yd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S,
-                               L=L, MODE=MODE, TMA_STORE=TS, num_warps=W)
+            if WS:
+                ring_ws[(P,)](xd, yd, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S, WW=4,
+                              num_warps=4)
+            else:
+                ring_softmax[(P,)](xd, yd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC,
+                                   S=S, L=L, MODE=MODE, TMA_STORE=TS, num_warps=W)
             parity[0] ^= 1
         tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ} tma_store{TS}"
+        if WS:
+            tag = f"{dname} P{P} BR{BR} BC{BC} S{S} warp-specialized 4+4"
         try:
             run()
             torch.cuda.synchronize()

@@ -1,0 +1,117 @@
+"""Prototype (thirty-fourth session): ring_softmax.py's schedule with its two chains in two warp
+partitions that run at once (Gluon warp specialization).
+
+ring_softmax.py runs, per step, row r's statistics and then row r - L's merge, normalize and
+store in one instruction stream, and the whole chain (about 2.2-2.7 us a step on the H100) paces
+the kernel. Here:
+    default partition (WS warps):  for each row r: wait for its slot, reduce it to (m, d),
+                                   publish the word;
+    worker partition (WW warps):   for each row q: poll its P words, merge them, normalize the
+                                   slot in place, TMA-store it, and refill the slot of the row
+                                   stored one step earlier (once that store has read it).
+The partitions share nothing but the slots' TMA barriers (both wait on them) and the words in
+global memory: a slot is refilled only after its row's words were all published, so the
+statistics partition has read it by then.
+"""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma, mbarrier, fence_async_shared
+
+from ring_softmax import _CTA_BARRIER, _TMA_LOAD, _TMA_STORE, _pack, LOG2E
+
+# Triton 3.6: warp_specialize(default_args, default_fn, worker_args, worker_fns, warps, regs);
+# later: warp_specialize([(default_fn, args), (worker_fn, args), ...], warps, regs).
+_WS_LIST_API = gl.constexpr("functions_and_args" in gl.warp_specialize.__doc__)
+
+
+@gluon.jit
+def _stats_part(x_desc, smem, bars, p_buf, words_mine, pid, n_rows):
+    # 4 warps: a layout built in a called function must use literal lists (a constexpr inside
+    # one makes it a tuple Gluon refuses), and layouts cannot be passed to partitions
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    S: gl.constexpr = smem.shape[0]
+    P: gl.constexpr = p_buf.shape[0]
+    for r in range(n_rows):
+        slot = r % S
+        mbarrier.wait(bars.index(slot), (r // S) & 1)
+        xt = smem.index(slot).load(layout)
+        m = gl.max(gl.max(xt, axis=1), axis=0).to(gl.float32) * LOG2E
+        d = gl.sum(gl.sum(gl.exp2(xt.to(gl.float32) * LOG2E - m), axis=1), axis=0)
+        gl.store(words_mine + r * P + pid, _pack(m, d))
+
+
+@gluon.jit
+def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin_limit):
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])  # 4 warps
+    w_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    S: gl.constexpr = smem.shape[0]
+    BR: gl.constexpr = smem.shape[1]
+    BC: gl.constexpr = smem.shape[2]
+    P: gl.constexpr = p_buf.shape[0]
+    p_offs = gl.arange(0, P, layout=w_layout)
+    SUBS: gl.constexpr = P * BR
+    for q in range(n_rows):
+        slot = q % S
+        words = gl.load(words_mine + q * P + p_offs, volatile=True)
+        spins = 0
+        missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
+        while missing & (spins < spin_limit):
+            words = gl.load(words_mine + q * P + p_offs, volatile=True)
+            missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
+            spins += 1
+        pm = ((words >> 32) & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
+        pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
+        m_row = gl.max(pm, axis=0)
+        inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
+        # all words published: this CTA's statistics partition has read the slot. The slot's
+        # barrier phase has completed (it cannot move on before this partition refills it).
+        mbarrier.wait(bars.index(slot), (q // S) & 1)
+        xt = smem.index(slot).load(layout)
+        y = (gl.exp2(xt.to(gl.float32) * LOG2E - m_row) * inv).to(xt.dtype)
+        smem.index(slot).store(y)
+        fence_async_shared()
+        _CTA_BARRIER()  # the partition's warps have written the slot before the TMA reads it
+        _TMA_STORE(y_desc, [q * SUBS + pid * BR, 0], smem.index(slot))
+        if (q >= 1) & (q - 1 + S < n_rows):
+            tma.store_wait(pendings=1)  # row q-1's store has read its slot
+            prev = (q - 1) % S
+            mbarrier.expect(bars.index(prev), x_desc.block_type.nbytes)
+            _TMA_LOAD(x_desc, [(q - 1 + S) * SUBS + pid * BR, 0], bars.index(prev), smem.index(prev))
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def ring_ws(x_desc, y_desc, words_ptr, n_rows, parity, spin_limit,
+            P: gl.constexpr, BR: gl.constexpr, BC: gl.constexpr, S: gl.constexpr,
+            WW: gl.constexpr, num_warps: gl.constexpr):
+    pid = gl.program_id(0)
+    dtype: gl.constexpr = x_desc.dtype
+    SUBS: gl.constexpr = P * BR
+    RPAD: gl.constexpr = 64
+    words_mine = words_ptr + parity * (RPAD * P)
+    words_next = words_ptr + (1 - parity) * (RPAD * P)
+    c_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    clear_rows = gl.arange(0, RPAD, layout=c_layout)
+    gl.store(words_next + clear_rows * P + pid, gl.zeros([RPAD], gl.int64, c_layout))
+
+    smem = gl.allocate_shared_memory(dtype, [S, BR, BC], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [S, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(S):
+        mbarrier.init(bars.index(i), count=1)
+    for i in gl.static_range(S):
+        if i < n_rows:
+            mbarrier.expect(bars.index(i), x_desc.block_type.nbytes)
+            _TMA_LOAD(x_desc, [i * SUBS + pid * BR, 0], bars.index(i), smem.index(i))
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(WW == 4)
+    # Constexprs do not pass into partitions as arguments; shapes of shared-memory descriptors
+    # do (P: an unused 1-D buffer of P bytes).
+    p_buf = gl.allocate_shared_memory(gl.int8, [P], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    stats_args = (x_desc, smem, bars, p_buf, words_mine, pid, n_rows)
+    write_args = (x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin_limit)
+    if _WS_LIST_API:
+        gl.warp_specialize([(_stats_part, stats_args), (_write_part, write_args)], [WW], [128])
+    else:
+        gl.warp_specialize(stats_args, _stats_part, write_args, [_write_part], [WW], [128])
+    for i in gl.static_range(S):
+        mbarrier.invalidate(bars.index(i))
