@@ -6,7 +6,8 @@ store in one instruction stream, and the whole chain (about 2.2-2.7 us a step on
 the kernel. Here:
     default partition (WS warps):  for each row r: wait for its slot, reduce it to (m, d),
                                    publish the word;
-    worker partition (WW warps):   for each row q: poll its P words, merge them, normalize the
+    worker partition (WW warps):   for each row q: poll its P words (first loaded a step
+                                   earlier, re-polled while one is zero), merge them, normalize the
                                    slot in place, TMA-store it, and refill the slot of the row
                                    stored one step earlier (once that store has read it).
 The partitions share nothing but the slots' TMA barriers (both wait on them) and the words in
@@ -50,9 +51,10 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin
     P: gl.constexpr = p_buf.shape[0]
     p_offs = gl.arange(0, P, layout=w_layout)
     SUBS: gl.constexpr = P * BR
+    nxt = gl.load(words_mine + p_offs, volatile=True)
     for q in range(n_rows):
         slot = q % S
-        words = gl.load(words_mine + q * P + p_offs, volatile=True)
+        words = nxt  # loaded a step ago: its latency hidden behind the last row's work
         spins = 0
         missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
         while missing & (spins < spin_limit):
@@ -63,6 +65,8 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin
         pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
         m_row = gl.max(pm, axis=0)
         inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
+        if q + 1 < n_rows:
+            nxt = gl.load(words_mine + (q + 1) * P + p_offs, volatile=True)
         # all words published: this CTA's statistics partition has read the slot. The slot's
         # barrier phase has completed (it cannot move on before this partition refills it).
         mbarrier.wait(bars.index(slot), (q // S) & 1)
