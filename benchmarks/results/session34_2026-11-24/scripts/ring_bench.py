@@ -4,7 +4,7 @@ As session 29's smem_hold_bench.py: do_bench medians (L2 flushed by its zero_), 
 copy, a same-size copy_, the product (flashtune.softmax) and torch.softmax in the same run;
 every MODE 0 output checked against float64 after its first launch and after timing.
 Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle[:tma_store],..." (ring_softmax), or
-"dtype:P:BR:BC:S:ws" (ring_ws, two partitions of 4 warps).
+"dtype:P:BR:BC:S:MODE:ws" (ring_ws, two partitions of 4 warps).
 """
 import os
 import sys
@@ -45,7 +45,7 @@ def main():
         parts = cfg.split(":")
         WS = parts[-1] == "ws"
         if WS:
-            parts = parts[:5] + ["0", "0", "4", "0", "1"]
+            parts = parts[:5] + ["0", parts[5], "4", "0", "1"]
         dname, P, BR, BC, S, L, MODE, W, SWZ, *TS = parts
         P, BR, BC, S, L, MODE, W, SWZ = map(int, (P, BR, BC, S, L, MODE, W, SWZ))
         TS = int(TS[0]) if TS else 0
@@ -80,14 +80,14 @@ def main():
         def run():
             if WS:
                 ring_ws[(P,)](xd, yd, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S, WW=4,
-                              num_warps=4)
+                              num_warps=4, MODE=MODE)
             else:
                 ring_softmax[(P,)](xd, yd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC,
                                    S=S, L=L, MODE=MODE, TMA_STORE=TS, num_warps=W)
             parity[0] ^= 1
         tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ} tma_store{TS}"
         if WS:
-            tag = f"{dname} P{P} BR{BR} BC{BC} S{S} warp-specialized 4+4"
+            tag = f"{dname} P{P} BR{BR} BC{BC} S{S} warp-specialized 4+4 mode{MODE}"
         try:
             run()
             torch.cuda.synchronize()

@@ -26,29 +26,35 @@ _WS_LIST_API = gl.constexpr("functions_and_args" in gl.warp_specialize.__doc__)
 
 
 @gluon.jit
-def _stats_part(x_desc, smem, bars, p_buf, words_mine, pid, n_rows):
+def _stats_part(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows):
     # 4 warps: a layout built in a called function must use literal lists (a constexpr inside
     # one makes it a tuple Gluon refuses), and layouts cannot be passed to partitions
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     S: gl.constexpr = smem.shape[0]
     P: gl.constexpr = p_buf.shape[0]
+    MODE: gl.constexpr = m_buf.shape[0] // 16  # 1 << the kernel's MODE
     for r in range(n_rows):
         slot = r % S
         mbarrier.wait(bars.index(slot), (r // S) & 1)
-        xt = smem.index(slot).load(layout)
-        m = gl.max(gl.max(xt, axis=1), axis=0).to(gl.float32) * LOG2E
-        d = gl.sum(gl.sum(gl.exp2(xt.to(gl.float32) * LOG2E - m), axis=1), axis=0)
-        gl.store(words_mine + r * P + pid, _pack(m, d))
+        if (MODE == 2) | (MODE == 8):  # modes 1, 3
+            # (m, d) = (0, 1) without looking at the slot
+            gl.store(words_mine + r * P + pid, pid.to(gl.int64) * 0 + 0x3F800000)
+        else:
+            xt = smem.index(slot).load(layout)
+            m = gl.max(gl.max(xt, axis=1), axis=0).to(gl.float32) * LOG2E
+            d = gl.sum(gl.sum(gl.exp2(xt.to(gl.float32) * LOG2E - m), axis=1), axis=0)
+            gl.store(words_mine + r * P + pid, _pack(m, d))
 
 
 @gluon.jit
-def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin_limit):
+def _write_part(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])  # 4 warps
     w_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     S: gl.constexpr = smem.shape[0]
     BR: gl.constexpr = smem.shape[1]
     BC: gl.constexpr = smem.shape[2]
     P: gl.constexpr = p_buf.shape[0]
+    MODE: gl.constexpr = m_buf.shape[0] // 16  # 1 << the kernel's MODE
     p_offs = gl.arange(0, P, layout=w_layout)
     SUBS: gl.constexpr = P * BR
     nxt = gl.load(words_mine + p_offs, volatile=True)
@@ -71,7 +77,10 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin
         # barrier phase has completed (it cannot move on before this partition refills it).
         mbarrier.wait(bars.index(slot), (q // S) & 1)
         xt = smem.index(slot).load(layout)
-        y = (gl.exp2(xt.to(gl.float32) * LOG2E - m_row) * inv).to(xt.dtype)
+        if (MODE == 4) | (MODE == 8):  # modes 2, 3
+            y = xt
+        else:
+            y = (gl.exp2(xt.to(gl.float32) * LOG2E - m_row) * inv).to(xt.dtype)
         smem.index(slot).store(y)
         fence_async_shared()
         _CTA_BARRIER()  # the partition's warps have written the slot before the TMA reads it
@@ -87,7 +96,8 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin
 @gluon.jit
 def ring_ws(x_desc, y_desc, words_ptr, n_rows, parity, spin_limit,
             P: gl.constexpr, BR: gl.constexpr, BC: gl.constexpr, S: gl.constexpr,
-            WW: gl.constexpr, num_warps: gl.constexpr):
+            WW: gl.constexpr, num_warps: gl.constexpr, MODE: gl.constexpr = 0):
+    """MODE (timing probes, wrong results): 1 no statistics math, 2 no normalize math, 3 both."""
     pid = gl.program_id(0)
     dtype: gl.constexpr = x_desc.dtype
     SUBS: gl.constexpr = P * BR
@@ -111,8 +121,10 @@ def ring_ws(x_desc, y_desc, words_ptr, n_rows, parity, spin_limit,
     # Constexprs do not pass into partitions as arguments; shapes of shared-memory descriptors
     # do (P: an unused 1-D buffer of P bytes).
     p_buf = gl.allocate_shared_memory(gl.int8, [P], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    stats_args = (x_desc, smem, bars, p_buf, words_mine, pid, n_rows)
-    write_args = (x_desc, y_desc, smem, bars, p_buf, words_mine, pid, n_rows, spin_limit)
+    MODE_BYTES: gl.constexpr = 16 << MODE  # MODE, carried the same way (a power of two)
+    m_buf = gl.allocate_shared_memory(gl.int8, [MODE_BYTES], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    stats_args = (x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows)
+    write_args = (x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit)
     if _WS_LIST_API:
         gl.warp_specialize([(_stats_part, stats_args), (_write_part, write_args)], [WW], [128])
     else:
