@@ -4,7 +4,7 @@ As session 29's smem_hold_bench.py: do_bench medians (L2 flushed by its zero_), 
 copy, a same-size copy_, the product (flashtune.softmax) and torch.softmax in the same run;
 every MODE 0 output checked against float64 after its first launch and after timing.
 Env: OUT, CONFIGS "dtype:P:BR:BC:S:L:MODE:warps:swizzle[:tma_store],..." (ring_softmax), or
-"dtype:P:BR:BC:S:MODE:ws" (ring_ws, two partitions of 4 warps).
+"dtype:P:BR:BC:S:MODE[:SPLIT]:ws" (ring_ws, partitions of 4 warps).
 """
 import os
 import sys
@@ -44,7 +44,9 @@ def main():
     for cfg in os.environ["CONFIGS"].split(","):
         parts = cfg.split(":")
         WS = parts[-1] == "ws"
+        SPLIT = 1
         if WS:
+            SPLIT = int(parts[6]) if len(parts) == 8 else 1
             parts = parts[:5] + ["0", parts[5], "4", "0", "1"]
         dname, P, BR, BC, S, L, MODE, W, SWZ, *TS = parts
         P, BR, BC, S, L, MODE, W, SWZ = map(int, (P, BR, BC, S, L, MODE, W, SWZ))
@@ -80,14 +82,14 @@ def main():
         def run():
             if WS:
                 ring_ws[(P,)](xd, yd, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC, S=S, WW=4,
-                              num_warps=4, MODE=MODE)
+                              num_warps=4, MODE=MODE, SPLIT=SPLIT)
             else:
                 ring_softmax[(P,)](xd, yd, y, words, rows, parity[0], 1 << 16, P=P, BR=BR, BC=BC,
                                    S=S, L=L, MODE=MODE, TMA_STORE=TS, num_warps=W)
             parity[0] ^= 1
         tag = f"{dname} P{P} BR{BR} BC{BC} S{S} L{L} mode{MODE} w{W} swz{SWZ} tma_store{TS}"
         if WS:
-            tag = f"{dname} P{P} BR{BR} BC{BC} S{S} warp-specialized 4+4 mode{MODE}"
+            tag = f"{dname} P{P} BR{BR} BC{BC} S{S} warp-specialized x{SPLIT} 4+4 mode{MODE}"
         try:
             run()
             torch.cuda.synchronize()

@@ -26,14 +26,16 @@ _WS_LIST_API = gl.constexpr("functions_and_args" in gl.warp_specialize.__doc__)
 
 
 @gluon.jit
-def _stats_part(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows):
+def _stats_rows(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows,
+                K: gl.constexpr, STEP: gl.constexpr):
+    """Rows K, K + STEP, ...: statistics and words."""
     # 4 warps: a layout built in a called function must use literal lists (a constexpr inside
     # one makes it a tuple Gluon refuses), and layouts cannot be passed to partitions
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     S: gl.constexpr = smem.shape[0]
     P: gl.constexpr = p_buf.shape[0]
     MODE: gl.constexpr = m_buf.shape[0] // 16  # 1 << the kernel's MODE
-    for r in range(n_rows):
+    for r in range(K, n_rows, STEP):
         slot = r % S
         mbarrier.wait(bars.index(slot), (r // S) & 1)
         if (MODE == 2) | (MODE == 8):  # modes 1, 3
@@ -47,7 +49,9 @@ def _stats_part(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows):
 
 
 @gluon.jit
-def _write_part(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+def _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit,
+                K: gl.constexpr, STEP: gl.constexpr):
+    """Rows K, K + STEP, ...: merge, normalize, store, refill."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])  # 4 warps
     w_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     S: gl.constexpr = smem.shape[0]
@@ -57,8 +61,8 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_row
     MODE: gl.constexpr = m_buf.shape[0] // 16  # 1 << the kernel's MODE
     p_offs = gl.arange(0, P, layout=w_layout)
     SUBS: gl.constexpr = P * BR
-    nxt = gl.load(words_mine + p_offs, volatile=True)
-    for q in range(n_rows):
+    nxt = gl.load(words_mine + K * P + p_offs, volatile=True)
+    for q in range(K, n_rows, STEP):
         slot = q % S
         words = nxt  # loaded a step ago: its latency hidden behind the last row's work
         spins = 0
@@ -71,8 +75,8 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_row
         pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
         m_row = gl.max(pm, axis=0)
         inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
-        if q + 1 < n_rows:
-            nxt = gl.load(words_mine + (q + 1) * P + p_offs, volatile=True)
+        if q + STEP < n_rows:
+            nxt = gl.load(words_mine + (q + STEP) * P + p_offs, volatile=True)
         # all words published: this CTA's statistics partition has read the slot. The slot's
         # barrier phase has completed (it cannot move on before this partition refills it).
         mbarrier.wait(bars.index(slot), (q // S) & 1)
@@ -85,19 +89,53 @@ def _write_part(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_row
         fence_async_shared()
         _CTA_BARRIER()  # the partition's warps have written the slot before the TMA reads it
         _TMA_STORE(y_desc, [q * SUBS + pid * BR, 0], smem.index(slot))
-        if (q >= 1) & (q - 1 + S < n_rows):
-            tma.store_wait(pendings=1)  # row q-1's store has read its slot
-            prev = (q - 1) % S
+        if (q >= STEP) & (q - STEP + S < n_rows):
+            tma.store_wait(pendings=1)  # this partition's last store has read its slot
+            prev = (q - STEP) % S
             mbarrier.expect(bars.index(prev), x_desc.block_type.nbytes)
-            _TMA_LOAD(x_desc, [(q - 1 + S) * SUBS + pid * BR, 0], bars.index(prev), smem.index(prev))
+            _TMA_LOAD(x_desc, [(q - STEP + S) * SUBS + pid * BR, 0], bars.index(prev),
+                      smem.index(prev))
     tma.store_wait(pendings=0)
+
+
+# Partition entry points: one argument tuple serves all (Triton 3.6 passes one to every worker).
+@gluon.jit
+def _stats_1of1(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _stats_rows(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, 0, 1)
+
+
+@gluon.jit
+def _write_1of1(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit, 0, 1)
+
+
+@gluon.jit
+def _stats_0of2(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _stats_rows(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, 0, 2)
+
+
+@gluon.jit
+def _stats_1of2(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _stats_rows(x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, 1, 2)
+
+
+@gluon.jit
+def _write_0of2(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit, 0, 2)
+
+
+@gluon.jit
+def _write_1of2(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit):
+    _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit, 1, 2)
 
 
 @gluon.jit
 def ring_ws(x_desc, y_desc, words_ptr, n_rows, parity, spin_limit,
             P: gl.constexpr, BR: gl.constexpr, BC: gl.constexpr, S: gl.constexpr,
-            WW: gl.constexpr, num_warps: gl.constexpr, MODE: gl.constexpr = 0):
-    """MODE (timing probes, wrong results): 1 no statistics math, 2 no normalize math, 3 both."""
+            WW: gl.constexpr, num_warps: gl.constexpr, MODE: gl.constexpr = 0,
+            SPLIT: gl.constexpr = 1):
+    """MODE (timing probes, wrong results): 1 no statistics math, 2 no normalize math, 3 both.
+    SPLIT 2: two statistics and two writer partitions, each taking every other row."""
     pid = gl.program_id(0)
     dtype: gl.constexpr = x_desc.dtype
     SUBS: gl.constexpr = P * BR
@@ -123,11 +161,18 @@ def ring_ws(x_desc, y_desc, words_ptr, n_rows, parity, spin_limit,
     p_buf = gl.allocate_shared_memory(gl.int8, [P], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     MODE_BYTES: gl.constexpr = 16 << MODE  # MODE, carried the same way (a power of two)
     m_buf = gl.allocate_shared_memory(gl.int8, [MODE_BYTES], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    stats_args = (x_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows)
-    write_args = (x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit)
-    if _WS_LIST_API:
-        gl.warp_specialize([(_stats_part, stats_args), (_write_part, write_args)], [WW], [128])
+    args = (x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_rows, spin_limit)
+    if SPLIT == 1:
+        if _WS_LIST_API:
+            gl.warp_specialize([(_stats_1of1, args), (_write_1of1, args)], [WW], [128])
+        else:
+            gl.warp_specialize(args, _stats_1of1, args, [_write_1of1], [WW], [128])
     else:
-        gl.warp_specialize(stats_args, _stats_part, write_args, [_write_part], [WW], [128])
+        if _WS_LIST_API:
+            gl.warp_specialize([(_stats_0of2, args), (_stats_1of2, args), (_write_0of2, args),
+                                (_write_1of2, args)], [4, 4, 4], [120, 120, 120])
+        else:
+            gl.warp_specialize(args, _stats_0of2, args, [_stats_1of2, _write_0of2, _write_1of2],
+                               [4, 4, 4], [120, 120, 120])
     for i in gl.static_range(S):
         mbarrier.invalidate(bars.index(i))
