@@ -61,10 +61,15 @@ def _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_row
     MODE: gl.constexpr = m_buf.shape[0] // 16  # 1 << the kernel's MODE
     p_offs = gl.arange(0, P, layout=w_layout)
     SUBS: gl.constexpr = P * BR
+    # Words are loaded two of this partition's rows ahead (nxt: row q, nxt2: row q + STEP), so
+    # that the other CTAs' statistics are mostly in by the time they are used; a word still
+    # zero then is polled again.
     nxt = gl.load(words_mine + K * P + p_offs, volatile=True)
+    nxt2 = gl.load(words_mine + (K + STEP) * P + p_offs, mask=K + STEP < n_rows, other=0,
+                   volatile=True)
     for q in range(K, n_rows, STEP):
         slot = q % S
-        words = nxt  # loaded a step ago: its latency hidden behind the last row's work
+        words = nxt
         spins = 0
         missing = gl.min((words != 0).to(gl.int32), axis=0) == 0
         while missing & (spins < spin_limit):
@@ -75,8 +80,9 @@ def _write_rows(x_desc, y_desc, smem, bars, p_buf, m_buf, words_mine, pid, n_row
         pd = (words & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
         m_row = gl.max(pm, axis=0)
         inv = 1.0 / gl.sum(pd * gl.exp2(pm - m_row), axis=0)
-        if q + STEP < n_rows:
-            nxt = gl.load(words_mine + (q + STEP) * P + p_offs, volatile=True)
+        nxt = nxt2
+        nxt2 = gl.load(words_mine + (q + 2 * STEP) * P + p_offs, mask=q + 2 * STEP < n_rows,
+                       other=0, volatile=True)
         # all words published: this CTA's statistics partition has read the slot. The slot's
         # barrier phase has completed (it cannot move on before this partition refills it).
         mbarrier.wait(bars.index(slot), (q // S) & 1)
