@@ -256,6 +256,23 @@ def test_bad_drivers_are_a_clear_error(tmp_path, capsys, url, reason):
     assert winners == [] and len(said) == 1 and reason in said[0]
 
 
+@pytest.mark.parametrize("url", ["sqlite://tmp/tuned.sqlite", "sqlite://user:pw@h/x.sqlite",
+                                 "sqlite://:5/x.sqlite"])
+def test_an_sqlite_url_with_a_host_is_a_clear_error(tmp_path, capsys, monkeypatch, url):
+    # Defect: sqlite://tmp/tuned.sqlite (a slash short) read "tmp" as a host: show and the
+    # runtime looked for tuned.sqlite in the current folder ("does not exist"), and tune and
+    # import left an empty file there and died in SQLAlchemy's ArgumentError traceback.
+    monkeypatch.chdir(tmp_path)
+    for command in (["show"], ["import", str(tmp_path / "o.json")], ["clear", "--yes"],
+                    ["tune", "--interpret", "--problem", "softmax:float32:8x100"]):
+        rc, _, err = _cli(capsys, *command, "--db", url)
+        assert rc == 2 and "has no host" in err, err
+        _one_line_error(err, command[0])
+    winners, said = _runtime(url)
+    assert winners == [] and len(said) == 1 and "has no host" in said[0]
+    assert list(tmp_path.iterdir()) == []  # no stray file in the current folder
+
+
 def test_missing_driver_module_is_a_clear_error(tmp_path, capsys, monkeypatch):
     # Defect: a missing SQLite driver module (sqlite+pysqlcipher) was a traceback.
     import sqlalchemy

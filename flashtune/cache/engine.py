@@ -111,12 +111,23 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
                          "its waits on PostgreSQL through libpq's settings, so it takes "
                          "postgresql+psycopg2:// or postgresql+psycopg://")
     if parsed.get_backend_name() == "sqlite":
+        _check_sqlite_host(parsed)
         _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
         # a folder named "~" made under the current one.
         parsed = parsed.set(database=str(expand_home(parsed.database, "url")))
     return parsed
+
+
+def _check_sqlite_host(url: URL) -> None:
+    """ValueError for an SQLite URL with a host, user, password or port: sqlite://tmp/x.sqlite
+    (one slash short) reads "tmp" as a host. The readers took the file as x.sqlite in the
+    current folder ("does not exist") and the writers failed in SQLAlchemy with a traceback."""
+    if url.host or url.username or url.password or url.port:
+        raise ValueError("url: an SQLite URL has no host, user or port (sqlite://tmp/x.sqlite, "
+                         "a slash short, names a host 'tmp'); give sqlite:///relative/path.sqlite, "
+                         "sqlite:////absolute/path.sqlite or the file path itself")
 
 
 def _check_sqlite_query(url: URL) -> None:
