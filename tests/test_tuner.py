@@ -344,6 +344,17 @@ def test_bad_problem_text_is_a_clear_value_error(text):
         parse_problem(text)
 
 
+@pytest.mark.parametrize("text", ["attention:float16:1x2x64x16",
+                                  "atention_fwd:float16:1x2x64x16:causal",
+                                  "Softmax:float16:4x4:extra"])
+def test_an_unknown_op_in_a_problem_is_named_as_such(text):
+    # Defect: the op was checked after the shape, so attention:float16:1x2x64x16 (the public
+    # function's name) said "the shape must be ROWSxCOLS" and a misspelt attention_fwd with
+    # :causal said "a problem must look like OP:DTYPE:ROWSxCOLS": neither named the op.
+    with pytest.raises(ValueError, match=r"unknown op .*expected one of .*attention_fwd"):
+        parse_problem(text)
+
+
 @pytest.mark.parametrize("text, words", [
     ("softmax:float16:99999999999999999999x4", "elements"),  # a typo, refused before any work
     ("attention_fwd:float16:1x1x0x64", ">= 1"),

@@ -103,7 +103,11 @@ def parse_problem(text: str) -> TuneProblem:
 
 def _parse_problem(text: str) -> TuneProblem:
     parts = text.strip().split(":")
-    if parts and parts[0] in ATTENTION_OPS:
+    if len(parts) > 1 and parts[0] not in OPS:
+        # Named before the shape, whose expected form depends on the op: "attention:..." (the
+        # public function's name) was told its shape must be ROWSxCOLS.
+        raise ValueError(f"unknown op {parts[0]!r}; expected one of {sorted(OPS)}")
+    if parts[0] in ATTENTION_OPS:
         if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "causal"):
             raise ValueError("an attention problem must look like attention_fwd:DTYPE:BxHxNxD"
                              "[:causal] (e.g. attention_fwd:float16:4x32x1000x128:causal)")
