@@ -173,6 +173,20 @@ def test_env_marks_a_switch_value_flashtune_ignores(fresh_db, capsys, monkeypatc
     assert "ignored" in lines["FLASHTUNE_DISABLE"]
 
 
+def test_env_names_a_flashtune_variable_it_does_not_know(fresh_db, capsys, monkeypatch):
+    # Defect: a misspelt switch (FLASHTUNE_DISABEL=1) was not in the report at all, so the
+    # user who set it believed flashtune off while it ran its kernels.
+    monkeypatch.setenv("FLASHTUNE_DISABEL", "1")
+    monkeypatch.setenv("FLASHTUNE_DBURL", "postgresql://u:secret@h/db")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "unknown" in lines["FLASHTUNE_DISABEL"]
+    assert "did you mean FLASHTUNE_DISABLE?" in lines["FLASHTUNE_DISABEL"]
+    assert "unknown" in lines["FLASHTUNE_DBURL"] and "secret" not in out
+    assert "unknown" not in lines["FLASHTUNE_DISABLE"]
+
+
 def test_env_spells_out_control_characters_on_every_line(fresh_db, capsys, monkeypatch,
                                                          tmp_path):
     # Defect: FLASHTUNE_CACHE_DIR's line spelled an escape sequence out, but the "cache

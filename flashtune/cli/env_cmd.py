@@ -2,7 +2,8 @@
 
 GPU (name, compute capability, SMs), versions of Python, torch, triton and flashtune, the
 winner database URL (password hidden) and whether it exists, the cache and kernel folders and
-the FLASHTUNE_* / TRITON_INTERPRET switches.
+the FLASHTUNE_* / TRITON_INTERPRET switches, and any other FLASHTUNE_* variable set (flashtune
+reads none: a misspelt switch).
 """
 
 from __future__ import annotations
@@ -34,6 +35,24 @@ def _switch_value(name: str) -> str:
         default = "on" if _FLAG_DEFAULTS[name] else "off"
         shown += f"  (ignored: expected 1/true/yes/on or 0/false/no/off; {default} by default)"
     return shown
+
+
+def _unknown_switches() -> list[str]:
+    """FLASHTUNE_* variables set here that flashtune never reads: FLASHTUNE_DISABEL=1 (a typo)
+    left flashtune on without a word. FLASHTUNE_TEST_* are the test suite's own."""
+    return sorted(name for name in os.environ
+                  if name.startswith("FLASHTUNE_") and name not in _SWITCHES
+                  and not name.startswith("FLASHTUNE_TEST_"))
+
+
+def _unknown_value(name: str) -> str:
+    import difflib
+
+    from ..cache.records import printable
+
+    close = difflib.get_close_matches(name, _SWITCHES, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"{printable(os.environ[name])}  (unknown: flashtune reads no such variable{hint})"
 
 
 def register(sub) -> None:
@@ -99,6 +118,8 @@ def run(args) -> int:
         lines.append(("kernel sources", str(kernels)))
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
         lines.append((name, hide_url_password(_switch_value(name))))
+    for name in _unknown_switches():
+        lines.append((name, hide_url_password(_unknown_value(name))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         # Every line, not only the switches': the cache folder's lines show FLASHTUNE_CACHE_DIR
