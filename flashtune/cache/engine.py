@@ -111,7 +111,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
                          "its waits on PostgreSQL through libpq's settings, so it takes "
                          "postgresql+psycopg2:// or postgresql+psycopg://")
     if parsed.get_backend_name() == "sqlite":
-        _check_sqlite_host(parsed)
+        check_sqlite_host(parsed)
         _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
@@ -120,7 +120,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
     return parsed
 
 
-def _check_sqlite_host(url: URL) -> None:
+def check_sqlite_host(url: URL) -> None:
     """ValueError for an SQLite URL with a host, user, password or port: sqlite://tmp/x.sqlite
     (one slash short) reads "tmp" as a host. The readers took the file as x.sqlite in the
     current folder ("does not exist") and the writers failed in SQLAlchemy with a traceback."""

@@ -309,12 +309,18 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     pipe, as for the winner database (see cache.engine.blocked_journal)."""
     from sqlalchemy.engine import make_url
 
-    from ..cache.engine import blocked_journal, no_file_there, sqlite_file, why_unseen
+    from ..cache.engine import (blocked_journal, check_sqlite_host, no_file_there, sqlite_file,
+                                why_unseen)
 
     try:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
         return
+    if parsed.get_backend_name() == "sqlite":
+        try:  # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
+            check_sqlite_host(parsed)
+        except ValueError as err:
+            raise ValueError(f"--journal {shown}: {str(err).removeprefix('url: ')}") from None
     path = sqlite_file(parsed)
     if path is None:
         if parsed.get_backend_name() == "sqlite":
