@@ -273,6 +273,27 @@ def test_an_sqlite_url_with_a_host_is_a_clear_error(tmp_path, capsys, monkeypatc
     assert list(tmp_path.iterdir()) == []  # no stray file in the current folder
 
 
+@pytest.mark.parametrize("url", ["sqlite:/tmp/tuned.sqlite", "sqlite:tuned.sqlite",
+                                 "postgresql+psycopg2:/u:secret@h/db"])
+def test_a_url_without_its_slashes_is_a_clear_error(tmp_path, capsys, monkeypatch, url):
+    # Defect: sqlite:/tmp/tuned.sqlite (a slash short) was taken as a file path: tune made the
+    # folders ./sqlite:/tmp and stored its winners there, where no runtime in another folder
+    # looks, and show said "no winner database at sqlite:/tmp/tuned.sqlite".
+    monkeypatch.chdir(tmp_path)
+    for command in (["show"], ["clear", "--yes"],
+                    ["tune", "--interpret", "--problem", "softmax:float32:8x100"]):
+        rc, _, err = _cli(capsys, *command, "--db", url)
+        assert rc == 2 and "without the '//'" in err and "secret" not in err, err
+        _one_line_error(err, command[0])
+    monkeypatch.setenv("FLASHTUNE_DB", url)
+    rc, _, err = _cli(capsys, "show")
+    assert rc == 2 and "FLASHTUNE_DB" in err and "without the '//'" in err
+    winners, said = _runtime(url)
+    assert winners == [] and len(said) == 1 and "without the '//'" in said[0]
+    assert list(tmp_path.iterdir()) == []  # no folder named "sqlite:" made here
+    assert _runtime(tmp_path / "sqlite:x.sqlite")[0] == []  # a Path is a path, whatever its name
+
+
 def test_missing_driver_module_is_a_clear_error(tmp_path, capsys, monkeypatch):
     # Defect: a missing SQLite driver module (sqlite+pysqlcipher) was a traceback.
     import sqlalchemy

@@ -42,6 +42,12 @@ _PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
 
 
+# A database URL's scheme and colon without the "//" after it (sqlite:/x.sqlite,
+# postgresql+psycopg2:host/db): a typo, never meant as a file path.
+_HALF_URL = re.compile(r"(sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)(\+\w+)?:",
+                       re.IGNORECASE)
+
+
 def hide_password(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ***, for messages."""
     return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
@@ -85,6 +91,14 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
     if isinstance(url, str) and not url.strip():
         # Path("") is the current folder: an explicit empty value (--db "") is a mistake
         raise ValueError("url: empty; give an SQLAlchemy URL or an SQLite file path")
+    if isinstance(url, str) and "://" not in url and _HALF_URL.match(url):
+        # sqlite:/tmp/x.sqlite (a slash short) was taken as a file path: the tuner made the
+        # folders ./sqlite:/tmp and stored its winners there, where no runtime looks.
+        # Not quoted: a password in it would not be hidden (hide_password looks for "://").
+        raise ValueError(f"url: {url.split(':', 1)[0]}: ... looks like a database URL without "
+                         "the '//' after its scheme; give sqlite:///relative/path.sqlite, sqlite:////absolute/"
+                         "path.sqlite, postgresql+psycopg2://USER@HOST/DB or a file path "
+                         "(./NAME for a file whose name starts so)")
     if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
         return URL.create("sqlite", database=str(expand_home(os.fspath(url), "url")))
     if not isinstance(url, (str, URL)):
