@@ -819,3 +819,13 @@ def test_ctrl_c_before_the_work_starts_is_one_line_and_status_130(tmp_path, caps
     name = command[0] if where[1] != "build_parser" else ""
     assert rc == 130, err
     assert err == f"flashtune{' ' + name if name else ''}: interrupted (Ctrl-C)\n", err
+
+
+def test_version_option_prints_the_version(capsys):
+    # Defect: `flashtune --version` said "the following arguments are required: COMMAND".
+    import flashtune
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"flashtune {flashtune.__version__}"

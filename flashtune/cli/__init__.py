@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="flashtune", description="Auto-tuned Triton softmax and attention kernels."
     )
+    from .. import __version__
+
+    # The first thing many users type; without it they were told "the following arguments
+    # are required: COMMAND" (parse_known_args had set --version aside as unknown).
+    parser.add_argument("--version", action="version", version=f"flashtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module_name in SUBCOMMANDS.values():
