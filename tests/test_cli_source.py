@@ -46,6 +46,16 @@ def test_source_attention(capsys):
     assert "@triton.jit" in out
 
 
+def test_source_names_the_default_tunables_a_refusal_speaks_of(capsys):
+    # Defect: --BLOCK-M 64 alone was told "num_warps * 16 must not exceed BLOCK_M", with no
+    # word that num_warps (8) came from the default config rather than the command line.
+    assert main(["source", "attention_fwd", "--BLOCK-M", "64", "--BLOCK-N", "32"]) == 2
+    err = capsys.readouterr().err
+    assert "(not given, so the default config's: num_warps=8; set --num-warps" in err
+    assert "BLOCK_M=" not in err.split("(", 1)[1]  # given: not named as a default
+    assert main(["source", "attention_fwd", "--BLOCK-M", "64", "--num-warps", "4"]) == 0
+
+
 def test_source_shape_must_match_the_family(capsys):
     assert main(["source", "softmax", "--shape", "2x3x4"]) == 2
     assert "ROWSxCOLS" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 from ..gen import OPS, op_spec, render_variant, validate_config
@@ -142,7 +143,10 @@ def run(args) -> int:
     stray = [n for n in _all_param_names() if getattr(args, n, None) is not None and n not in config]
     if stray:
         raise ValueError(f"{args.op} has no tunable(s) {stray}; it takes {list(spec.space.names)}")
-    validated = validate_config(args.op, config)
+    try:
+        validated = validate_config(args.op, config)
+    except ValueError as err:
+        raise ValueError(_with_defaults_named(err, config, given)) from None
     misfit = family.problem_misfit(validated, problem)
     variant = render_variant(args.op, validated)
     sys.stdout.write(variant.source)
@@ -155,6 +159,20 @@ def run(args) -> int:
         # folder cannot be written): a path to a file that is not there yet is no help.
         print(f"# source file: {write_source(variant)}", file=sys.stderr)
     return 0
+
+
+def _with_defaults_named(err: ValueError, config: dict, given: dict) -> str:
+    """The validation error, naming the tunables it speaks of that the user did not give:
+    --BLOCK-M 64 alone was told "num_warps * 16 must not exceed BLOCK_M", though the
+    num_warps=8 there came from the default config, not from the command line."""
+    text = str(err)
+    taken = [name for name, value in config.items() if given.get(name) is None
+             and re.search(rf"\b{re.escape(name)}\b", text)]
+    if not taken or all(value is None for value in given.values()):
+        return text
+    shown = ", ".join(f"{name}={config[name]!r}" for name in taken)
+    options = ", ".join("--" + name.replace("_", "-") for name in taken)
+    return f"{text} (not given, so the default config's: {shown}; set {options} to change them)"
 
 
 def _plain_defaults(spec, regime: str | None) -> dict:
