@@ -288,8 +288,11 @@ def test_a_url_without_its_slashes_is_a_clear_error(tmp_path, capsys, monkeypatc
     monkeypatch.setenv("FLASHTUNE_DB", url)
     rc, _, err = _cli(capsys, "show")
     assert rc == 2 and "FLASHTUNE_DB" in err and "without the '//'" in err
+    rc, out, err = _cli(capsys, "env")
+    assert rc == 0 and "secret" not in out + err
     winners, said = _runtime(url)
     assert winners == [] and len(said) == 1 and "without the '//'" in said[0]
+    assert "secret" not in said[0]  # the warning quotes FLASHTUNE_DB: its password hidden
     assert list(tmp_path.iterdir()) == []  # no folder named "sqlite:" made here
     assert _runtime(tmp_path / "sqlite:x.sqlite")[0] == []  # a Path is a path, whatever its name
 

@@ -37,6 +37,10 @@ _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
 # may hold "@" (Azure's user@server) and the password "@", "/" or ":" unencoded, so the match
 # runs to the last "@" of the word: when unsure, it hides too much, never too little.
 _PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
+# The same after a database scheme missing its "//" (postgresql+psycopg2:/u:pw@h/db, a typo
+# FLASHTUNE_DB is refused for, but which messages and `flashtune env` still quote).
+_HALF_URL_PASSWORD = re.compile(r"(\b(?:sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)"
+                                r"(?:\+\w+)?:/?[^/:\s]*:)\S*@", re.IGNORECASE)
 # A password given in the query ("...?password=pw": psycopg2 and libpq take it so), which
 # SQLAlchemy's hide_password leaves as it is.
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
@@ -50,7 +54,8 @@ _HALF_URL = re.compile(r"(sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)
 
 def hide_password(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ***, for messages."""
-    return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
+    text = _HALF_URL_PASSWORD.sub(r"\1***@", _PASSWORD.sub(r"\1***@", text))
+    return _QUERY_PASSWORD.sub(r"\1***", text)
 
 
 # A URL shown on its own (FLASHTUNE_DB as set, --journal as given), not inside a message.
