@@ -793,3 +793,18 @@ def test_a_stored_config_naming_a_key_twice_is_skipped(sqlite_url):
     _tamper(sqlite_url, "UPDATE ft_v1_winners SET config = :config", config=text4)
     winners, said = _runtime_twice(sqlite_url)
     assert winners == [] and len(said) == 1 and "twice" in said[0], said
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_database_is_said_to_hold_no_winners(url, monkeypatch):
+    # Defect: FLASHTUNE_DB=sqlite:// (an in-memory database: each connection gets a new, empty
+    # one) gave the default kernels without a word, where tune and import refuse such a URL:
+    # a user who set it expecting tuned kernels never learnt why none were used.
+    from flashtune.cache import warn as warn_mod
+
+    monkeypatch.setenv("FLASHTUNE_DB", url)
+    for given in (url, None):  # as an argument, and as FLASHTUNE_DB
+        monkeypatch.setattr(warn_mod, "_said", {})  # each way says it once
+        winners, said = _runtime_twice(given)
+        assert winners == [] and len(said) == 1 and "in-memory" in said[0], said
+        assert "default kernels" in said[0], said

@@ -56,6 +56,13 @@ def _read(device: DeviceInfo, url: Any, families: Mapping[str, str] | None) -> l
     resolved = resolve_url(url)
     where = display(resolved)
     path = sqlite_file(resolved)
+    if path is None and resolved.get_backend_name() == "sqlite":
+        # sqlite:// or sqlite:///:memory: - each connection opens a new, empty database. tune
+        # and import refuse such a URL; a reader says why no winner is ever found.
+        warn_once(where, "memory", f"flashtune winner database {where} is an in-memory SQLite "
+                                   f"database, which holds no winners (set FLASHTUNE_DB to a "
+                                   f"file or a server's URL); {_FALLBACK}")
+        return []
     why = no_file_there(path) if path is not None else None
     if why is not None:
         # Connecting would create an empty file (and folders): a reader must not.
