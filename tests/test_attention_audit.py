@@ -23,7 +23,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import flashtune
 import flashtune.dispatch as dispatch
 from attention_cases import Shape, check_case, config, make_qkv
+from cli_helpers import run_cli
 from dispatch_helpers import DEVICE, fresh_db, seed_attention  # noqa: F401
+from flashtune.cache import TuneDB
 from flashtune.cache.models import WinnerRow
 from flashtune.gen.attention_space import AttentionProblem, problem_bucket
 
@@ -159,6 +161,7 @@ _GOOD = dict(BLOCK_M=16, BLOCK_N=16, num_warps=1, num_stages=1, exp2=False, pv_a
     {"config": {**_GOOD, "BLOCK_M": 16.0}},        # float for int (exact type check)
     {"config": {**_GOOD, "exp2": 1}},              # int for bool
     {"config": {**_GOOD, "num_warps": 2}},         # breaks a space constraint (warps x 16 > M)
+    {"config": {**_GOOD, "pv_acc": "fp16"}},       # an old tune's: left the space (inaccurate)
     {"config": {k: v for k, v in _GOOD.items() if k != "exp2"}},
     {"config": [1, 2]},
     {"head_dim": 32},                              # a row for another head dim
@@ -188,3 +191,24 @@ def test_tampered_attention_winner_falls_back_to_the_default(fresh_db, tamper): 
         assert len(ours) == 1 and "invalid winner row" in ours[0], ours
     else:  # a valid row of another bucket: simply not used
         assert not ours, ours
+
+
+def test_a_winner_with_the_fp16_pv_accumulator_is_not_imported(fresh_db, tmp_path, capsys):  # noqa: F811
+    """pv_acc='fp16' left the space (test_peaked_attention_keeps_the_small_weights): an export
+    file from an older flashtune that holds such a winner is refused by `flashtune import`, as
+    any config outside the space is (one bad row rejects the file), naming the row and value."""
+    p = AttentionProblem(1, 2, 2, 9, 13, 16, False, "float16")
+    seed_attention(fresh_db, p, config(**_GOOD))
+    exported = tmp_path / "winners.json"
+    assert run_cli(capsys, "export", str(exported), "--db", str(fresh_db))[0] == 0
+    doc = json.loads(exported.read_text())
+    assert [row["config"]["pv_acc"] for row in doc["winners"]] == ["fp32"]
+    doc["winners"][0]["config"]["pv_acc"] = "fp16"
+    exported.write_text(json.dumps(doc))
+    target = tmp_path / "other.sqlite"
+    rc, out, err = run_cli(capsys, "import", str(exported), "--db", str(target))
+    assert rc == 2 and "winners[0]" in err, (out, err)
+    assert "pv_acc='fp16' is outside the space ['fp32']" in err, err
+    if target.exists():  # nothing imported
+        with TuneDB(target, read_only=True) as db:
+            assert db.winners() == []

@@ -58,11 +58,12 @@ def test_exact_bucket_wins_and_runs(fresh_db, monkeypatch):
 def test_nearest_bucket_same_head_dim_and_causal_that_fits(fresh_db):
     p = problem(nq=100, nk=100, causal=True, dtype="bfloat16")  # bucket nq = nk = 128
     # Closer but excluded: another head dim, another causal flag, and a config that cannot
-    # run bf16 (pv_acc=fp16). The fitting one at 64 (distance 2) beats the one at 1024 (6).
+    # run (registers past the bound). The fitting one at 64 (distance 2) beats the one at
+    # 1024 (6).
     seed(fresh_db, problem(nq=128, nk=128, d=64, causal=True, dtype="bfloat16"), config(BLOCK_M=32))
     seed(fresh_db, problem(nq=128, nk=128, causal=False, dtype="bfloat16"), config(BLOCK_M=32))
     seed(fresh_db, problem(nq=256, nk=256, causal=True, dtype="bfloat16"),
-         config(BLOCK_M=32, pv_acc="fp16"))
+         config(BLOCK_M=128, BLOCK_N=128, num_warps=1))
     near = config(BLOCK_M=32, BLOCK_N=32)
     seed(fresh_db, problem(nq=64, nk=64, causal=True, dtype="bfloat16"), near)
     seed(fresh_db, problem(nq=1024, nk=1024, causal=True, dtype="bfloat16"), config(BLOCK_M=64))
@@ -76,7 +77,8 @@ def test_default_when_nothing_fits(fresh_db):
     p = problem(dtype="bfloat16")
     seed(fresh_db, problem(dtype="float16"), config(BLOCK_M=16))  # other dtype
     seed(fresh_db, p, config(BLOCK_M=16), family_hash="0" * 16)  # stale templates
-    seed(fresh_db, problem(nq=64, nk=64, dtype="bfloat16"), config(pv_acc="fp16"))  # misfit
+    seed(fresh_db, problem(nq=64, nk=64, dtype="bfloat16"),
+         config(BLOCK_M=128, BLOCK_N=128, num_warps=1))  # misfit: registers past the bound
     picked = dispatch.attention_choice(p, DEVICE)
     assert picked.how == "default"
     assert picked.config == default_config(OP, p, sm_count=sm_count())

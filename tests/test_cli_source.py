@@ -56,6 +56,15 @@ def test_source_names_the_default_tunables_a_refusal_speaks_of(capsys):
     assert main(["source", "attention_fwd", "--BLOCK-M", "64", "--num-warps", "4"]) == 0
 
 
+def test_source_attention_refuses_the_fp16_pv_accumulator(capsys):
+    """pv_acc='fp16' left the space (inaccurate on peaked attention): a usage error saying so
+    and naming the one value left, not a kernel no runtime would ever run."""
+    assert main(["source", "attention_fwd", "--pv-acc", "fp16"]) == 2
+    err = capsys.readouterr().err
+    assert "pv_acc='fp16' is outside the space ['fp32']" in err and "Traceback" not in err
+    assert main(["source", "attention_fwd", "--pv-acc", "fp32"]) == 0
+
+
 def test_source_shape_must_match_the_family(capsys):
     assert main(["source", "softmax", "--shape", "2x3x4"]) == 2
     assert "ROWSxCOLS" in capsys.readouterr().err
