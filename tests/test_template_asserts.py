@@ -149,7 +149,7 @@ def test_the_attention_tile_asserts_the_constraints_on_its_constexprs(knobs):
     assert not any("dtype" in condition for condition in kernels["_attn_tile"][1])
     header = source.split("import math")[0]
     for words in ("BLOCK_M, BLOCK_N powers of two in [16, 256]", "multiple of 8",
-                  "BLOCK_D a power of two >= 16 and >= HEAD_DIM", "pv_acc fp16: fp16 inputs"):
+                  "BLOCK_D a power of two >= 16 and >= HEAD_DIM"):
         assert words in " ".join(header.replace("#", " ").split())
 
 
@@ -215,11 +215,8 @@ def test_an_attention_config_outside_the_space_fails_its_static_assert(knobs, me
 
 
 def test_attention_launch_facts_outside_the_rules_fail_their_static_asserts(device, monkeypatch):
-    """What attention_ops and the space's misfit check before a launch, asserted by the kernel
-    too: pv_acc fp16 with bf16 inputs, a BLOCK_D narrower than the head dim."""
-    module = _unvalidated_module("attention_fwd", config(pv_acc="fp16"))
-    with _fails_naming("needs float16 inputs"):
-        module.launch(*_attention_inputs(device, torch.bfloat16))
+    """What attention_ops checks before a launch, asserted by the kernel too: a BLOCK_D
+    narrower than the head dim."""
     module = _unvalidated_module("attention_fwd", config(BLOCK_M=32))
     monkeypatch.setattr(module, "_block_d", lambda head_dim: 32)
     with _fails_naming("BLOCK_D must be >= HEAD_DIM"):
