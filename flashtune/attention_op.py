@@ -162,6 +162,20 @@ def _refuse_functorch_grad(*tensors: torch.Tensor) -> None:
             _NO_BACKWARD + " (torch.func.grad / vjp / jacrev included)")
 
 
+_Proxy = torch.fx.Proxy  # torch.fx.symbolic_trace's stand-in for a tensor
+
+
+def _attention_node(q, k, v, causal, scale, return_lse):
+    """One node of a torch.fx.symbolic_trace graph (a leaf, see torch.fx.wrap below): the
+    traced module calls flashtune.attention here with real tensors, and so runs its checks,
+    autocast and dispatch then. A Proxy has no shape, dtype or memory to check or launch on,
+    and scale's default (1/sqrt(D)) needs the real head dim."""
+    return attention(q, k, v, causal, scale, return_lse)
+
+
+torch.fx.wrap("_attention_node")
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None, return_lse: bool = False):
     """Flash-attention forward: softmax(scale * q k^T [causal]) v.
@@ -204,6 +218,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         plan = _PLANS.get(key)
         if plan is not None:
             return plan(q, k, v)
+    if isinstance(q, _Proxy) or isinstance(k, _Proxy) or isinstance(v, _Proxy):
+        return _attention_node(q, k, v, causal, scale, return_lse)
     attention_ops.check_inputs(q, k, v)
     _refuse_forward_ad(q, k, v)
     if _functorch_active():

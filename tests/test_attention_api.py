@@ -301,3 +301,25 @@ def test_cpu_tensors_without_interpreter_are_refused(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="q is on cpu"):
         attention_ops.attention_forward(q, k, v)
+
+
+def test_fx_symbolic_trace_records_one_attention_node(device):
+    """torch.fx.symbolic_trace of a model calling flashtune.attention raised TypeError ("q must
+    be a torch.Tensor, got Proxy") where SDPA traces. The call is now one graph node, and the
+    traced module computes what the model does: scale's default, causal and the lse included."""
+    class Model(torch.nn.Module):
+        def forward(self, q, k, v):
+            out, lse = flashtune.attention(q, k, v, causal=True, return_lse=True)
+            return out * 2, lse, flashtune.attention(q, k, v, scale=0.25)
+
+    traced = torch.fx.symbolic_trace(Model())
+    calls = [n for n in traced.graph.nodes if n.op == "call_function"
+             and getattr(n.target, "__name__", "") == "_attention_node"]
+    assert len(calls) == 2
+    q, k, v = (torch.randn(1, 2, 40, 16, device=device, dtype=torch.float16) for _ in range(3))
+    got, want = traced(q, k, v), Model()(q, k, v)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                           scale=0.25)
+    torch.testing.assert_close(got[2].double(), ref, rtol=0, atol=2e-3)
