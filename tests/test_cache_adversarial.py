@@ -274,7 +274,9 @@ def test_an_sqlite_url_with_a_host_is_a_clear_error(tmp_path, capsys, monkeypatc
 
 
 @pytest.mark.parametrize("url", ["sqlite:/tmp/tuned.sqlite", "sqlite:tuned.sqlite",
-                                 "postgresql+psycopg2:/u:secret@h/db"])
+                                 "postgresql+psycopg2:/u:secret@h/db",
+                                 # a password with a space, which libpq takes unencoded
+                                 "postgresql:/u:secret words@h/db"])
 def test_a_url_without_its_slashes_is_a_clear_error(tmp_path, capsys, monkeypatch, url):
     # Defect: sqlite:/tmp/tuned.sqlite (a slash short) was taken as a file path: tune made the
     # folders ./sqlite:/tmp and stored its winners there, where no runtime in another folder

@@ -37,19 +37,18 @@ _PG_SCHEMA_LOCK = 0x666C_7475  # "fltu"
 # may hold "@" (Azure's user@server) and the password "@", "/" or ":" unencoded, so the match
 # runs to the last "@" of the word: when unsure, it hides too much, never too little.
 _PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
-# The same after a database scheme missing its "//" (postgresql+psycopg2:/u:pw@h/db, a typo
-# FLASHTUNE_DB is refused for, but which messages and `flashtune env` still quote).
-_HALF_URL_PASSWORD = re.compile(r"(\b(?:sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)"
-                                r"(?:\+\w+)?:/?[^/:\s]*:)\S*@", re.IGNORECASE)
+# A database URL's scheme (and driver) and colon: "postgresql+psycopg2:". Without the "//"
+# after it (sqlite:/x.sqlite, postgresql+psycopg2:/u:pw@h/db) it is a typo FLASHTUNE_DB is
+# refused for, never a file path, and messages and `flashtune env` still quote it.
+_DB_SCHEME = r"(?:sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)(?:\+\w+)?:"
+# _PASSWORD after such a scheme missing its "//".
+_HALF_URL_PASSWORD = re.compile(rf"(\b{_DB_SCHEME}/?[^/:\s]*:)\S*@", re.IGNORECASE)
 # A password given in the query ("...?password=pw": psycopg2 and libpq take it so), which
 # SQLAlchemy's hide_password leaves as it is.
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
 
 
-# A database URL's scheme and colon without the "//" after it (sqlite:/x.sqlite,
-# postgresql+psycopg2:host/db): a typo, never meant as a file path.
-_HALF_URL = re.compile(r"(sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)(\+\w+)?:",
-                       re.IGNORECASE)
+_HALF_URL = re.compile(_DB_SCHEME, re.IGNORECASE)
 
 
 def hide_password(text: str) -> str:
@@ -62,8 +61,10 @@ def hide_password(text: str) -> str:
 # SQLAlchemy and libpq take a password holding unencoded spaces ("user:two words@host",
 # "?password=two words"), where _PASSWORD and _QUERY_PASSWORD stop, as they must inside a
 # message. Alone, the URL's ends are known: the user part ends at its first ":", the password
-# at the last "@" of the whole value, a query password at the next "&".
-_URL_PASSWORD = re.compile(r"^(\s*[\w+]+://[^:/]*:).*@", re.DOTALL)
+# at the last "@" of the whole value, a query password at the next "&". The same after a
+# database scheme missing its "//" (postgresql:/u:two words@h/db).
+_URL_PASSWORD = re.compile(rf"^(\s*(?:[\w+]+://|{_DB_SCHEME}/?)[^:/]*:).*@",
+                           re.DOTALL | re.IGNORECASE)
 _URL_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
 
 
