@@ -48,11 +48,15 @@ def _unknown_switches() -> list[str]:
 def _unknown_value(name: str) -> str:
     import difflib
 
+    from ..cache.engine import hide_url_password
     from ..cache.records import printable
 
     close = difflib.get_close_matches(name, _SWITCHES, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return f"{printable(os.environ[name])}  (unknown: flashtune reads no such variable{hint})"
+    # The value's password hidden before the note is added: as a URL's, a query password
+    # runs to the next "&", and would take the note with it.
+    shown = hide_url_password(printable(os.environ[name]))
+    return f"{shown}  (unknown: flashtune reads no such variable{hint})"
 
 
 def register(sub) -> None:
@@ -119,7 +123,7 @@ def run(args) -> int:
     for name in _SWITCHES:  # FLASHTUNE_DB may hold a password: this output goes into bug reports
         lines.append((name, hide_url_password(_switch_value(name))))
     for name in _unknown_switches():
-        lines.append((name, hide_url_password(_unknown_value(name))))
+        lines.append((name, _unknown_value(name)))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         # Every line, not only the switches': the cache folder's lines show FLASHTUNE_CACHE_DIR
