@@ -27,6 +27,8 @@ from .dispatch import attention as _dispatch
 from .dispatch.call_state import autocast_active as _autocast_active
 from .dispatch.call_state import dispatch_modes as _dispatch_modes
 from .dispatch.call_state import functorch_active as _functorch_active
+from .dispatch.call_state import fx_node as _fx_node
+from .dispatch.call_state import Proxy as _Proxy
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
 from .dispatch.call_state import jit_tracing as _jit_tracing
@@ -162,18 +164,11 @@ def _refuse_functorch_grad(*tensors: torch.Tensor) -> None:
             _NO_BACKWARD + " (torch.func.grad / vjp / jacrev included)")
 
 
-_Proxy = torch.fx.Proxy  # torch.fx.symbolic_trace's stand-in for a tensor
-
-
 def _attention_node(q, k, v, causal, scale, return_lse):
-    """One node of a torch.fx.symbolic_trace graph (a leaf, see torch.fx.wrap below): the
+    """What a torch.fx.symbolic_trace graph records for an attention call (see fx_node): the
     traced module calls flashtune.attention here with real tensors, and so runs its checks,
-    autocast and dispatch then. A Proxy has no shape, dtype or memory to check or launch on,
-    and scale's default (1/sqrt(D)) needs the real head dim."""
+    autocast and dispatch then (scale's default, 1/sqrt(D), needs the real head dim)."""
     return attention(q, k, v, causal, scale, return_lse)
-
-
-torch.fx.wrap("_attention_node")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -219,7 +214,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         if plan is not None:
             return plan(q, k, v)
     if isinstance(q, _Proxy) or isinstance(k, _Proxy) or isinstance(v, _Proxy):
-        return _attention_node(q, k, v, causal, scale, return_lse)
+        return _fx_node(_attention_node, q, k, v, causal, scale, return_lse)
     attention_ops.check_inputs(q, k, v)
     _refuse_forward_ad(q, k, v)
     if _functorch_active():

@@ -323,3 +323,36 @@ def test_fx_symbolic_trace_records_one_attention_node(device):
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                            scale=0.25)
     torch.testing.assert_close(got[2].double(), ref, rtol=0, atol=2e-3)
+
+
+# flashtune imported before torch: flashtune.attention_op is imported at the first access to
+# flashtune.attention, here inside the trace.
+_TRACE_FIRST_ACCESS = """
+import flashtune
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, q, k, v):
+        return flashtune.attention(q, k, v, causal=True)
+
+traced = torch.fx.symbolic_trace(Model())
+q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16) for _ in range(3))
+torch.testing.assert_close(traced(q, k, v), Model()(q, k, v), rtol=0, atol=0)
+print("ok")
+"""
+
+
+def test_fx_symbolic_trace_at_the_first_access_to_attention(tmp_path):
+    """The node was a torch.fx.wrap leaf, which a trace patches only if it was registered
+    before the trace began: with `import flashtune` before `import torch` (isort's order), the
+    first access to flashtune.attention inside the trace imported it too late, and the
+    unpatched leaf called attention, which called the leaf: RecursionError."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1", FLASHTUNE_CACHE_DIR=str(tmp_path),
+               FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
+    done = subprocess.run([sys.executable, "-c", _TRACE_FIRST_ACCESS], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -17,6 +17,21 @@ functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda:
 jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 # True while torch.autocast is on for any device type (about 80 ns per call).
 autocast_active = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+# torch.fx.symbolic_trace's stand-in for a tensor (see fx_node).
+Proxy = torch.fx.Proxy
+
+
+def fx_node(fn, *args):
+    """The torch.fx.symbolic_trace graph node of a call ``fn(*args)`` (some args are Proxies):
+    the traced module calls ``fn`` with real values, so its checks and dispatch run then. A
+    Proxy has no shape, dtype or memory to check or launch on.
+
+    Made here, not by torch.fx.wrap(fn): the trace patches only functions registered before it
+    began, and flashtune's ops are imported on their first access (``import flashtune`` before
+    ``import torch``), which may come inside the trace. The unpatched ``fn``, called with a
+    Proxy, then came back here through the op and called itself until RecursionError."""
+    proxy = next(arg for arg in args if isinstance(arg, Proxy))
+    return proxy.tracer.create_proxy("call_function", fn, args, {})
 
 
 def single_vmap() -> bool:
