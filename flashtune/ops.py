@@ -38,6 +38,8 @@ from .dispatch import library as _library  # noqa: F401 - registers torch.ops.fl
 from .dispatch.call_state import dispatch_modes as _dispatch_modes
 from .dispatch.eager_autograd import SoftmaxFunction as _SoftmaxFunction
 from .dispatch.call_state import functorch_active as _functorch_active
+from .dispatch.call_state import fx_node as _fx_node
+from .dispatch.call_state import Proxy as _Proxy
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
 from .dispatch.call_state import jit_tracing as _jit_tracing
@@ -48,7 +50,6 @@ from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
 from .gen.notices import warn_once as _warn_once
-from .gen.softmax_ops import _as_index
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
@@ -57,7 +58,6 @@ _Tensor = torch.Tensor
 # nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
 _Parameter = torch.nn.Parameter
 _dtype = torch.dtype
-_Proxy = torch.fx.Proxy  # torch.fx.symbolic_trace's stand-in for a tensor
 # _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
 # check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
 # ever matches.
@@ -186,7 +186,7 @@ _PYTHON_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool,
 
 def _cast(x, dtype):
     """torch.softmax's ``dtype=``: cast the input first (autograd sees the cast)."""
-    if not isinstance(x, (torch.Tensor, _Proxy)):
+    if not isinstance(x, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
     if type(dtype) is type:
         dtype = _PYTHON_DTYPES.get(dtype, dtype)
@@ -204,15 +204,10 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
         # call goes round again, so x= callers reach the stored plans too.
         x = _input_argument(x, x_keyword, log)
         return (log_softmax if log else softmax)(x, dim, dtype)
+    if isinstance(x, _Proxy):
+        return _fx_node(_softmax_node, x, dim, dtype, log)
     if dtype is not None:
         x = _cast(x, dtype)
-    if isinstance(x, _Proxy):
-        # torch.fx.symbolic_trace: a Proxy has no dtype, shape or memory to check or launch
-        # on. Record the registered op as one graph node, as torch.softmax records itself;
-        # the traced module then runs it (our kernel, its checks and autograd). Its dim is
-        # normalized by the op, against the real input.
-        op = torch.ops.flashtune.log_softmax if log else torch.ops.flashtune.softmax
-        return op(x, _as_index(dim))
     if _R.disabled:
         return (torch.log_softmax if log else torch.softmax)(x, dim)
     _check_dtype("input", x)
@@ -247,6 +242,15 @@ def _call(x, dim, log: bool, dtype=None, x_keyword=_NO_X) -> torch.Tensor:
         return _SoftmaxFunction.apply(x, d, log)
     # The plan is stored under the caller's spelling of dim too (e.g. -1), for the hot path.
     return _R.forward(x, d, log, alias_dim=dim if type(dim) is int else None)
+
+
+def _softmax_node(x, dim, dtype, log: bool) -> torch.Tensor:
+    """What a torch.fx.symbolic_trace graph records for a softmax call (see fx_node): the
+    traced module calls flashtune.softmax / log_softmax here with real values, so it runs as
+    the model does (torch.func transforms, forward AD, subclasses and dispatch modes included:
+    a node of torch.ops.flashtune.* failed under torch.func.grad). dim may be a Proxy too
+    (z.dim() - 1)."""
+    return (log_softmax if log else softmax)(x, dim, dtype)
 
 
 def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:

@@ -241,11 +241,61 @@ def _fx_model(ops):
 
 def test_fx_symbolic_trace_records_the_op(device):
     # torch.fx.symbolic_trace passes a Proxy, which torch.softmax records as a node; ours
-    # raised "input must be a torch.Tensor, got Proxy".
+    # raised "input must be a torch.Tensor, got Proxy". Each call is one node now.
     traced = torch.fx.symbolic_trace(_fx_model(flashtune))
-    assert "torch.ops.flashtune.softmax" in traced.code
+    calls = [n for n in traced.graph.nodes if n.op == "call_function"
+             and getattr(n.target, "__name__", "") == "_softmax_node"]
+    assert len(calls) == 2
     x = torch.randn(5, 6, device=device, requires_grad=True)
     got = traced(x)
     torch.testing.assert_close(got, _fx_model(torch)(x.detach()), rtol=1e-4, atol=1e-5)
     got.sum().backward()
     assert x.grad is not None and x.grad.shape == x.shape
+
+
+def test_fx_traced_softmax_runs_as_the_model_does(device):
+    # The traced module ran torch.ops.flashtune.* where the model runs flashtune.softmax:
+    # under torch.func.grad / jacrev it raised torch's RuntimeError about an autograd.Function
+    # without setup_context, and a forward-AD dual input a NotImplementedError, where the
+    # model (and torch.softmax traced) work. A dim computed from the input (a Proxy while
+    # tracing) must trace too.
+    class Model(torch.nn.Module):
+        def forward(self, z):
+            return flashtune.softmax(z, z.dim() - 1) * flashtune.log_softmax(z, 0)
+
+    model = Model()
+    traced = torch.fx.symbolic_trace(model)
+    x, w = torch.randn(4, 6, device=device), torch.randn(4, 6, device=device)
+    want = torch.func.grad(lambda a: (model(a) * w).sum())(x)
+    got = torch.func.grad(lambda a: (traced(a) * w).sum())(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.func.jacrev(traced)(x), torch.func.jacrev(model)(x),
+                               rtol=1e-4, atol=1e-5)
+    t = torch.randn_like(x)
+    with fwAD.dual_level():
+        got = fwAD.unpack_dual(traced(fwAD.make_dual(x, t)))
+        want = fwAD.unpack_dual(model(fwAD.make_dual(x, t)))
+    torch.testing.assert_close(got.tangent, want.tangent, rtol=1e-4, atol=1e-5)
+
+
+def test_fx_symbolic_trace_at_the_first_access_to_softmax(tmp_path):
+    # `import flashtune` before `import torch`: flashtune.ops is imported inside the trace, at
+    # the first access to flashtune.softmax (a torch.fx.wrap leaf registered then would not be
+    # patched by this trace; see call_state.fx_node).
+    import os
+    import subprocess
+    import sys
+
+    script = ("import flashtune\nimport torch\n"
+              "class M(torch.nn.Module):\n"
+              "    def forward(self, z):\n"
+              "        return flashtune.log_softmax(z, 0, torch.float32)\n"
+              "traced = torch.fx.symbolic_trace(M())\n"
+              "x = torch.randn(3, 5, dtype=torch.float16)\n"
+              "torch.testing.assert_close(traced(x), torch.log_softmax(x.float(), 0))\n"
+              "print('ok')\n")
+    env = dict(os.environ, TRITON_INTERPRET="1", FLASHTUNE_CACHE_DIR=str(tmp_path),
+               FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
