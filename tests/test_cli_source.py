@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from dispatch_helpers import fresh_db  # noqa: F401
 from flashtune.cli import main
 
 
@@ -63,6 +64,21 @@ def test_source_attention_refuses_the_fp16_pv_accumulator(capsys):
     err = capsys.readouterr().err
     assert "pv_acc='fp16' is outside the space ['fp32']" in err and "Traceback" not in err
     assert main(["source", "attention_fwd", "--pv-acc", "fp32"]) == 0
+
+
+def test_source_names_the_dispatch_pick_as_the_origin_of_its_tunables(fresh_db, capsys):
+    # With --dispatch the tunables not given come from the dispatcher's pick (here a stored
+    # winner with num_warps=8), not from the default config (num_warps=4 for this shape).
+    from dispatch_helpers import seed_attention
+    from flashtune.gen.attention_space import AttentionProblem
+
+    seed_attention(fresh_db, AttentionProblem(1, 2, 2, 512, 512, 64, False, "float16"),
+                   dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, exp2=True,
+                        pv_acc="fp32", persistent=False, tma=False, warp_specialize=False))
+    args = ["source", "attention_fwd", "--dispatch", "--shape", "1x2x512x64", "--BLOCK-M", "64"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "(not given, so the dispatcher's pick's: num_warps=8; set --num-warps" in err, err
 
 
 def test_source_shape_must_match_the_family(capsys):

@@ -112,6 +112,7 @@ def run(args) -> int:
     # own regime (e.g. rows per program), so another regime starts from the plain defaults.
     regime = getattr(args, "regime", None) if spec.family == "softmax" else None
     plain = _plain_defaults(spec, regime)
+    origin = "the default config"  # where the tunables not given come from (refusals say it)
     if args.dispatch:
         from ..dispatch import RUNTIME, attention_choice, choice
         from ..dispatch.settings import as_set
@@ -130,6 +131,7 @@ def run(args) -> int:
                 picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
             print(f"# dispatch: {picked.describe()}", file=sys.stderr)
             config = picked.config.as_dict()
+            origin = "the dispatcher's pick"
     else:
         config = family.default_config(spec, problem).as_dict()
     if regime is not None and regime != config["regime"]:
@@ -137,7 +139,7 @@ def run(args) -> int:
         if args.dispatch:
             print(f"# --regime {regime} differs from the picked {config['regime']!r}: starting "
                   "from the space's plain defaults instead", file=sys.stderr)
-        config = plain
+        config, origin = plain, "the default config"
     given = {name: getattr(args, name, None) for name in config}
     config.update({k: v for k, v in given.items() if v is not None})
     stray = [n for n in _all_param_names() if getattr(args, n, None) is not None and n not in config]
@@ -146,7 +148,7 @@ def run(args) -> int:
     try:
         validated = validate_config(args.op, config)
     except ValueError as err:
-        raise ValueError(_with_defaults_named(err, config, given)) from None
+        raise ValueError(_with_defaults_named(err, config, given, origin)) from None
     misfit = family.problem_misfit(validated, problem)
     variant = render_variant(args.op, validated)
     sys.stdout.write(variant.source)
@@ -161,10 +163,11 @@ def run(args) -> int:
     return 0
 
 
-def _with_defaults_named(err: ValueError, config: dict, given: dict) -> str:
+def _with_defaults_named(err: ValueError, config: dict, given: dict, origin: str) -> str:
     """The validation error, naming the tunables it speaks of that the user did not give:
     --BLOCK-M 64 alone was told "num_warps * 16 must not exceed BLOCK_M", though the
-    num_warps=8 there came from the default config, not from the command line."""
+    num_warps=8 there came from ``origin`` (the default config, or --dispatch's pick), not
+    from the command line."""
     text = str(err)
     taken = [name for name, value in config.items() if given.get(name) is None
              and re.search(rf"\b{re.escape(name)}\b", text)]
@@ -172,7 +175,7 @@ def _with_defaults_named(err: ValueError, config: dict, given: dict) -> str:
         return text
     shown = ", ".join(f"{name}={config[name]!r}" for name in taken)
     options = ", ".join("--" + name.replace("_", "-") for name in taken)
-    return f"{text} (not given, so the default config's: {shown}; set {options} to change them)"
+    return f"{text} (not given, so {origin}'s: {shown}; set {options} to change them)"
 
 
 def _plain_defaults(spec, regime: str | None) -> dict:
