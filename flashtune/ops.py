@@ -132,7 +132,6 @@ def log_softmax(input: torch.Tensor = _NO_INPUT, dim: int = -1,
     return _call(input, dim, True, dtype, x)
 
 
-
 def _hot_plan(plans, x, dim, dtype):
     """The plan cached for exactly this call, or None (then _call runs the full checks).
 

@@ -25,7 +25,6 @@ def test_forward_mode_ad_keeps_the_tangent(log, device):
     torch.testing.assert_close(out.primal, expected.primal, rtol=1e-4, atol=1e-5)
 
 
-
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("path", ["eager", "op"])
 @pytest.mark.parametrize("create_graph", [False, True])
@@ -48,7 +47,6 @@ def test_forward_over_reverse_keeps_the_gradient_tangent(log, path, create_graph
     assert got.tangent is not None
     torch.testing.assert_close(got.primal, expected.primal, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got.tangent, expected.tangent, rtol=1e-4, atol=1e-5)
-
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmax_backward",
@@ -229,7 +227,6 @@ def test_a_stored_plan_that_fails_gives_way_to_the_full_path(log, device):
     ref(xt, -1).backward(g)
     torch.testing.assert_close(xg.grad, xt.grad)
     reset()
-
 
 
 def _fx_model(ops):

@@ -69,7 +69,8 @@ class TuneDB:
         self._read_only = bool(read_only)
         self._no_trials = False
         self._empty = False
-        self._file_id: tuple[int, int] | None = None  # the SQLite file written (see _check_writable)
+        # the SQLite file written, and its identity (see _check_writable)
+        self._file_id: tuple[int, int] | None = None
         self._path: Path | None = None
         path = sqlite_file(self._url)
         # A link loop or a folder on the path this user may not search is no missing database:

@@ -102,9 +102,9 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
         # folders ./sqlite:/tmp and stored its winners there, where no runtime looks.
         # Not quoted: a password in it would not be hidden (hide_password looks for "://").
         raise ValueError(f"url: {url.split(':', 1)[0]}: ... looks like a database URL without "
-                         "the '//' after its scheme; give sqlite:///relative/path.sqlite, sqlite:////absolute/"
-                         "path.sqlite, postgresql+psycopg2://USER@HOST/DB or a file path "
-                         "(./NAME for a file whose name starts so)")
+                         "the '//' after its scheme; give sqlite:///relative/path.sqlite, "
+                         "sqlite:////absolute/path.sqlite, postgresql+psycopg2://USER@HOST/DB "
+                         "or a file path (./NAME for a file whose name starts so)")
     if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
         return URL.create("sqlite", database=str(expand_home(os.fspath(url), "url")))
     if not isinstance(url, (str, URL)):

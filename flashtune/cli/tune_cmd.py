@@ -480,7 +480,8 @@ def _report_interrupt(stop, received: list, db_where: str, journal: str | None) 
         lines.append(f"flashtune tune: not started: {', '.join(stop.not_started)}")
     if stop.interrupted is not None or stop.not_started:
         lines.append("flashtune tune: to finish, run the same command again: " + (
-            f"configs already measured (kept in {hide_url_password(journal)}) are not measured again"
+            f"configs already measured (kept in {hide_url_password(journal)}) are not measured "
+            "again"
             if journal else
             "every problem is searched again (stored winners stay unless beaten); --journal "
             "PATH makes a run resumable"))

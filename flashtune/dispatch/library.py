@@ -32,6 +32,7 @@ from .plans import output_like
 from .runtime import RUNTIME, check_backward_pair, check_dtype
 from .vmap_dims import batch_first
 
+
 def _refuse_forward_ad(name: str, *tensors: Tensor) -> None:
     """A dual (forward-AD) input: a custom op has no forward-AD formula, and torch drops the
     tangent without a word when no input requires grad (the kernel reads only the primal).
