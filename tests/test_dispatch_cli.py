@@ -187,6 +187,16 @@ def test_env_names_a_flashtune_variable_it_does_not_know(fresh_db, capsys, monke
     assert "unknown" not in lines["FLASHTUNE_DISABLE"]
 
 
+def test_env_leaves_the_test_tools_variables_alone(fresh_db, capsys, monkeypatch):
+    # .ci/postgres.sh reads FLASHTUNE_PG_DIR/PORT/DB (the tests' PostgreSQL server): a user who
+    # exports them for it was told they are unknown to flashtune, as if misspelt.
+    monkeypatch.setenv("FLASHTUNE_PG_PORT", "5433")
+    monkeypatch.setenv("FLASHTUNE_TEST_SEED", "7")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "FLASHTUNE_PG_PORT" not in out and "FLASHTUNE_TEST_SEED" not in out, out
+
+
 def test_env_says_unknown_after_a_query_password(fresh_db, capsys, monkeypatch):
     # Defect: the line was hidden as a whole URL, and a query password runs to the next "&":
     # "(unknown: ...)" after it was taken for the password and replaced by ***.

@@ -39,10 +39,11 @@ def _switch_value(name: str) -> str:
 
 def _unknown_switches() -> list[str]:
     """FLASHTUNE_* variables set here that flashtune never reads: FLASHTUNE_DISABEL=1 (a typo)
-    left flashtune on without a word. FLASHTUNE_TEST_* are the test suite's own."""
+    left flashtune on without a word. FLASHTUNE_TEST_* are the test suite's own, FLASHTUNE_PG_*
+    .ci/postgres.sh's (the throwaway PostgreSQL server the tests may use)."""
     return sorted(name for name in os.environ
                   if name.startswith("FLASHTUNE_") and name not in _SWITCHES
-                  and not name.startswith("FLASHTUNE_TEST_"))
+                  and not name.startswith(("FLASHTUNE_TEST_", "FLASHTUNE_PG_")))
 
 
 def _unknown_value(name: str) -> str:
