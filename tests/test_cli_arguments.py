@@ -87,6 +87,17 @@ def test_tune_refuses_an_sqlite_journal_url_with_a_host(tmp_path, capsys, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("journal", ["sqlite:j.db", "sqlite:/j.db", "postgresql:u@h/db"])
+def test_tune_refuses_a_journal_url_missing_its_slashes(tmp_path, capsys, monkeypatch, journal):
+    # Defect: sqlite:j.db (a URL missing its '//') was taken as a path: the run kept its
+    # journal in a file named "sqlite:j.db" in the current folder, where --db refuses it.
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", journal, "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", "without the '//'")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("make, needle", [
     (lambda p: p.mkdir(), "is a folder"),
     (lambda p: os.mkfifo(p), "is not a regular file"),

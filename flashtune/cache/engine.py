@@ -93,18 +93,26 @@ def resolve_url(url: str | os.PathLike | URL | None) -> URL:
     return _resolve_given(url)
 
 
+def check_not_half_url(text: str, name: str) -> None:
+    """ValueError naming ``name`` where ``text``, given as a path or URL, is a database URL's
+    scheme and colon without the "//" after it (sqlite:/tmp/x.sqlite, postgresql:u@h/db): a
+    typo, which as a path would name a file or folder "sqlite:" nobody looks in. Not quoted:
+    a password in it would not be hidden (hide_password looks for "://")."""
+    if "://" not in text and _HALF_URL.match(text):
+        raise ValueError(f"{name}: {text.split(':', 1)[0]}: ... looks like a database URL "
+                         "without the '//' after its scheme; give sqlite:///relative/path.sqlite, "
+                         "sqlite:////absolute/path.sqlite, postgresql+psycopg2://USER@HOST/DB "
+                         "or a file path (./NAME for a file whose name starts so)")
+
+
 def _resolve_given(url: str | os.PathLike | URL) -> URL:
     if isinstance(url, str) and not url.strip():
         # Path("") is the current folder: an explicit empty value (--db "") is a mistake
         raise ValueError("url: empty; give an SQLAlchemy URL or an SQLite file path")
-    if isinstance(url, str) and "://" not in url and _HALF_URL.match(url):
+    if isinstance(url, str):
         # sqlite:/tmp/x.sqlite (a slash short) was taken as a file path: the tuner made the
         # folders ./sqlite:/tmp and stored its winners there, where no runtime looks.
-        # Not quoted: a password in it would not be hidden (hide_password looks for "://").
-        raise ValueError(f"url: {url.split(':', 1)[0]}: ... looks like a database URL without "
-                         "the '//' after its scheme; give sqlite:///relative/path.sqlite, "
-                         "sqlite:////absolute/path.sqlite, postgresql+psycopg2://USER@HOST/DB "
-                         "or a file path (./NAME for a file whose name starts so)")
+        check_not_half_url(url, "url")
     if isinstance(url, os.PathLike) or (isinstance(url, str) and "://" not in url):
         return URL.create("sqlite", database=str(expand_home(os.fspath(url), "url")))
     if not isinstance(url, (str, URL)):

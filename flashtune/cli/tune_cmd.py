@@ -179,6 +179,10 @@ def _check_journal(journal: str | None) -> None:
     if "://" in journal:
         _check_journal_url(journal)
         return
+    from ..cache.engine import check_not_half_url
+
+    # sqlite:j.db (a URL missing its '//') made a journal file named "sqlite:j.db"
+    check_not_half_url(journal, "--journal")
     path = expand_home(journal, "--journal")
     try:
         os.stat(path)
