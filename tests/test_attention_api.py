@@ -328,6 +328,7 @@ def test_fx_symbolic_trace_records_one_attention_node(device):
 # flashtune imported before torch: flashtune.attention_op is imported at the first access to
 # flashtune.attention, here inside the trace.
 _TRACE_FIRST_ACCESS = """
+import sys
 import flashtune
 import torch
 
@@ -336,13 +337,13 @@ class Model(torch.nn.Module):
         return flashtune.attention(q, k, v, causal=True)
 
 traced = torch.fx.symbolic_trace(Model())
-q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16) for _ in range(3))
+q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16, device=sys.argv[1]) for _ in range(3))
 torch.testing.assert_close(traced(q, k, v), Model()(q, k, v), rtol=0, atol=0)
 print("ok")
 """
 
 
-def test_fx_symbolic_trace_at_the_first_access_to_attention(tmp_path):
+def test_fx_symbolic_trace_at_the_first_access_to_attention(tmp_path, device):
     """The node was a torch.fx.wrap leaf, which a trace patches only if it was registered
     before the trace began: with `import flashtune` before `import torch` (isort's order), the
     first access to flashtune.attention inside the trace imported it too late, and the
@@ -351,8 +352,9 @@ def test_fx_symbolic_trace_at_the_first_access_to_attention(tmp_path):
     import subprocess
     import sys
 
-    env = dict(os.environ, TRITON_INTERPRET="1", FLASHTUNE_CACHE_DIR=str(tmp_path),
-               FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
-    done = subprocess.run([sys.executable, "-c", _TRACE_FIRST_ACCESS], capture_output=True,
+    # On this run's device: the interpreter on CPU tensors, or the GPU.
+    env = dict(os.environ, TRITON_INTERPRET="1" if device == "cpu" else "0",
+               FLASHTUNE_CACHE_DIR=str(tmp_path), FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
+    done = subprocess.run([sys.executable, "-c", _TRACE_FIRST_ACCESS, device], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

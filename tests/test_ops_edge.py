@@ -275,7 +275,7 @@ def test_fx_traced_softmax_runs_as_the_model_does(device):
     torch.testing.assert_close(got.tangent, want.tangent, rtol=1e-4, atol=1e-5)
 
 
-def test_fx_symbolic_trace_at_the_first_access_to_softmax(tmp_path):
+def test_fx_symbolic_trace_at_the_first_access_to_softmax(tmp_path, device):
     # `import flashtune` before `import torch`: flashtune.ops is imported inside the trace, at
     # the first access to flashtune.softmax (a torch.fx.wrap leaf registered then would not be
     # patched by this trace; see call_state.fx_node).
@@ -283,16 +283,17 @@ def test_fx_symbolic_trace_at_the_first_access_to_softmax(tmp_path):
     import subprocess
     import sys
 
-    script = ("import flashtune\nimport torch\n"
+    script = ("import sys\nimport flashtune\nimport torch\n"
               "class M(torch.nn.Module):\n"
               "    def forward(self, z):\n"
               "        return flashtune.log_softmax(z, 0, torch.float32)\n"
               "traced = torch.fx.symbolic_trace(M())\n"
-              "x = torch.randn(3, 5, dtype=torch.float16)\n"
+              "x = torch.randn(3, 5, dtype=torch.float16, device=sys.argv[1])\n"
               "torch.testing.assert_close(traced(x), torch.log_softmax(x.float(), 0))\n"
               "print('ok')\n")
-    env = dict(os.environ, TRITON_INTERPRET="1", FLASHTUNE_CACHE_DIR=str(tmp_path),
-               FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    # On this run's device: the interpreter on CPU tensors, or the GPU.
+    env = dict(os.environ, TRITON_INTERPRET="1" if device == "cpu" else "0",
+               FLASHTUNE_CACHE_DIR=str(tmp_path), FLASHTUNE_DB=str(tmp_path / "none.sqlite"))
+    done = subprocess.run([sys.executable, "-c", script, device], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
