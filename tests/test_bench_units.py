@@ -346,6 +346,24 @@ def test_no_overhead_plot_where_the_overhead_was_not_measured(tmp_path):
     assert "plot_overhead" not in (tmp_path / "flashtune_bench.md").read_text()
 
 
+def test_a_render_removes_only_plots_a_bench_run_could_have_drawn(tmp_path):
+    """Defect: the stale-plot sweep took any plot_attention_<word>.png for an earlier run's,
+    so a user's own plot_attention_h100_vs_h200.png in the --out folder (the default
+    benchmarks/results, say) was deleted by `flashtune bench` or `flashtune report`. Only the
+    names a bench run draws (its attention dtypes) are an earlier run's to remove."""
+    from flashtune.bench.report import SCHEMA
+    from flashtune.bench.runner import render
+
+    mine = ["plot_attention_h100_vs_h200.png", "plot_attention_mine.png"]
+    for name in mine + ["plot_attention_bfloat16.png"]:
+        (tmp_path / name).write_bytes(b"x")
+    result = {"schema": SCHEMA, "meta": {"device": "cpu", "mode": "interpret"}, "softmax": [],
+              "backward": [], "attention": [], "overhead": None, "tuning": None}
+    render(result, tmp_path, lambda line: None)
+    assert all((tmp_path / name).read_bytes() == b"x" for name in mine)
+    assert not (tmp_path / "plot_attention_bfloat16.png").exists()  # an earlier run's
+
+
 def test_the_output_of_the_timed_path_is_checked_too():
     """Defect: only the first call's output was checked, then the following calls were timed;
     flashtune's dispatcher launches through Triton the first time and through its fast launch

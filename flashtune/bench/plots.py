@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .peers import ATTENTION_PEERS, FLASHTUNE, SOFTMAX_PEERS
 from .report import group_cases, passed
+from .shapes import ATTENTION_DTYPES, INTERPRET_ATTENTION_DTYPES, QUICK_ATTENTION_DTYPES
 
 STYLE = {FLASHTUNE: dict(color="tab:red", marker="o", linewidth=2.2, zorder=5)}
 
@@ -175,9 +176,13 @@ def _save(fig, path: Path, tight: bool = True) -> Path:
     return path
 
 
-# Every file name write_plots can give (a render removes those of an earlier run it did not
-# redraw).
-PLOT_FILE = re.compile(r"^plot_(softmax|tuning|overhead|attention_\w+)\.png$")
+# Every file name write_plots gives for a bench run's result (a render removes those of an
+# earlier run it did not redraw). The attention plots are named by the dtypes a bench runs,
+# not by any word: "attention_\w+" took a user's own plot_attention_h100_vs_h200.png in the
+# --out folder for an earlier run's and deleted it.
+_BENCH_DTYPES = "|".join(dict.fromkeys(ATTENTION_DTYPES + QUICK_ATTENTION_DTYPES
+                                       + INTERPRET_ATTENTION_DTYPES))
+PLOT_FILE = re.compile(rf"^plot_(softmax|tuning|overhead|attention_({_BENCH_DTYPES}))\.png$")
 
 
 def write_plots(result, out_dir: Path) -> list[Path]:
