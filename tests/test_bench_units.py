@@ -172,6 +172,29 @@ def test_interpreter_env_selects_the_smoke_run(tmp_path, interpreter_env):
     assert "Host overhead" not in (tmp_path / "flashtune_bench.md").read_text()
 
 
+class _ReaderGone(io.StringIO):
+    """stdout of `flashtune bench | head -1`: the reader leaves after the first line."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue():
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_reader_that_goes_away_does_not_cost_the_measurements(tmp_path, interpreter_env):
+    """Defect: `flashtune bench | head` died with the BrokenPipeError of its second progress
+    line (exit 141) and wrote nothing: on a GPU, minutes of measurements lost to a pager.
+    The progress lines are only a view of the run (tune writes its own to stderr): the run
+    goes on, writes its files, and still exits 141, the status of a reader gone."""
+    with contextlib.redirect_stdout(_ReaderGone()):
+        rc = main(["bench", "--interpret", "--out", str(tmp_path), "--ops", "softmax",
+                   "--no-overhead"])
+    assert rc == 141
+    result = json.loads((tmp_path / "flashtune_bench.json").read_text())
+    assert {r["shape"] for r in result["softmax"]} == {"4x128", "3x1000"}
+    assert (tmp_path / "flashtune_bench.md").exists()
+
+
 def test_bad_arguments_are_errors(tmp_path, interpreter_env):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):

@@ -95,14 +95,36 @@ def run(args) -> int:
 
         reset()
     mode = "interpret" if interpret else ("quick" if args.quick else "full")
+    progress = _Progress()
     try:
         run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
-                               overhead=not args.no_overhead))
+                               overhead=not args.no_overhead, log=progress))
     except KeyboardInterrupt as stop:
         saved = getattr(stop, "saved_in", None)
         print("flashtune bench: interrupted; " + (
             f"the cases finished so far are written in {saved}" if saved is not None else
             f"nothing written to {args.out}"), file=sys.stderr)
         return 130
-    return 0
+    return 141 if progress.reader_gone else 0
+
+
+class _Progress:
+    """The run's progress lines on stdout. A reader that goes away (`flashtune bench | head`)
+    must not stop the run: the BrokenPipeError of the next line ended it, and minutes of
+    measurements were lost with no file written. Later lines are dropped; the run finishes,
+    writes its files and exits 141 (a reader gone), as `flashtune show | head` does."""
+
+    def __init__(self) -> None:
+        self.reader_gone = False
+
+    def __call__(self, line: str) -> None:
+        if self.reader_gone:
+            return
+        try:
+            print(line, flush=True)
+        except BrokenPipeError:
+            from . import _silence_stdout
+
+            self.reader_gone = True
+            _silence_stdout()  # else Python's flush at exit reports the broken pipe again
 
