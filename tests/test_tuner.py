@@ -22,7 +22,8 @@ from flashtune.tuner.timing import TimingOptions
 from flashtune.tuner.adapter import SoftmaxAdapter
 from flashtune.tuner.worker import LocalRunner, Measurement, ProcessRunner
 
-from tuner_planted import CrashAtRecheckAdapter, FlakyAdapter, PlantedAdapter
+from tuner_planted import (CrashAtRecheckAdapter, FlakyAdapter, InputWritingAdapter,
+                           PlantedAdapter)
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
 
@@ -542,6 +543,24 @@ def test_finalists_pass_the_gate_again_before_they_can_win():
     result = tune_problem(PROBLEM, LocalRunner(FlakyAdapter(flaky_warps=(1, 2, 4, 8, 16)), FAST),
                           device="cpu", options=opts, candidates=five_configs())
     assert result.winner is None and "correctness gate" in result.error
+
+
+@pytest.mark.parametrize("at_launch", [0, 1], ids=["at-the-gate", "while-timed"])
+def test_a_config_that_writes_to_its_input_fails_and_the_others_are_judged_on_the_real_input(
+        at_launch):
+    """Defect: the gate checked the output only. A kernel that wrote a right output and also
+    changed its input passed, and every config measured after it ran on the changed input and
+    failed against the oracle: the problem got no winner (or that kernel, which would change
+    a user's tensor), and the right configs' trial rows said "wrong result"."""
+    opts = TuneOptions(mode="grid", n_trials=5, top_k=5, retime_rounds=1)
+    runner = LocalRunner(InputWritingAdapter(writing_warps=(16,), at_launch=at_launch), FAST)
+    result = tune_problem(PROBLEM, runner, device="cpu", options=opts, candidates=five_configs())
+    by_warps = {c["num_warps"]: m for c, m in result.measured}
+    assert sorted(by_warps) == [1, 2, 4, 8, 16]
+    assert not by_warps[16].ok and "wrote to its input" in by_warps[16].error
+    assert all(by_warps[w].ok for w in (1, 2, 4, 8))  # judged on the input as made
+    assert result.winner is not None and result.winner["num_warps"] != 16
+    assert all(m.ok for _, m in result.finalists)
 
 
 class _SlowRetimeRunner(LocalRunner):

@@ -50,6 +50,24 @@ class FlakyAdapter(SoftmaxAdapter):
 
 
 
+class InputWritingAdapter(SoftmaxAdapter):
+    """Configs with the chosen ``num_warps`` write a right output, then halve their input (a
+    kernel that also stores into the tensor it reads), at the launch numbered ``at_launch``
+    of each config and every one after it (0: the gate's launch; 1: the first timed one)."""
+
+    def __init__(self, writing_warps=(), at_launch=0):
+        self.writing_warps = tuple(writing_warps)
+        self.at_launch = at_launch
+        self.launches: dict[str, int] = {}
+
+    def launch(self, op, config, case):
+        super().launch(op, config, case)
+        key = repr(sorted(config.items()))
+        n = self.launches[key] = self.launches.get(key, -1) + 1
+        if config["num_warps"] in self.writing_warps and n >= self.at_launch:
+            case.args[0].mul_(0.5)
+
+
 class CrashAtRecheckAdapter(SoftmaxAdapter):
     """Configs with the chosen ``num_warps`` kill their process (a faulting kernel) once the
     file ``armed`` exists, i.e. only at the finalists' re-check when a test makes the file

@@ -79,6 +79,7 @@ class LocalRunner:
         self.timing = timing or TimingOptions()
         self.task: Task | None = None
         self.case = None
+        self._pristine: list = []  # (input tensor, its copy as the case made it)
 
     @property
     def on_gpu(self) -> bool:
@@ -89,13 +90,34 @@ class LocalRunner:
 
         if task == self.task:
             return
-        self.task, self.case = None, None  # free the previous problem's tensors first
+        self.task, self.case, self._pristine = None, None, []  # free the previous tensors first
         if task.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(task.device))
             torch.cuda.empty_cache()
-        self.case = self.adapter.make_case(task.op, task.problem, task.device, task.seed)
+        case = self.adapter.make_case(task.op, task.problem, task.device, task.seed)
+        # A copy of each input: the gate checks the outputs only, and a kernel that also wrote
+        # to its input would pass, then every later candidate would run on the changed input
+        # and fail against the oracle (the problem left without a winner, or with that one).
+        outputs = {id(case.out), *(id(t) for t in (case.recheck.outputs if case.recheck else ()))}
+        self._pristine = [(t, t.clone()) for t in case.args
+                          if isinstance(t, torch.Tensor) and id(t) not in outputs]
+        self.case = case
         self.task = task
         self._sync()
+
+    def _inputs_changed(self) -> str | None:
+        """Why the last launches failed if they wrote to an input (which is then restored for
+        the next candidate), else None."""
+        import torch
+
+        from .gate import WRONG
+
+        changed = [i for i, (t, copy) in enumerate(self._pristine) if not torch.equal(t, copy)]
+        for i in changed:
+            self._pristine[i][0].copy_(self._pristine[i][1])
+        if not changed:
+            return None
+        return f"{WRONG}: the kernel wrote to its input (launch argument(s) {changed})"
 
     def _sync(self) -> None:
         if self.on_gpu:  # launches are asynchronous: errors and faults surface here
@@ -147,7 +169,8 @@ class LocalRunner:
             return None, Measurement.failed(_describe(err), fatal=self._context_broken())
         first = time.perf_counter() - t0
         try:
-            wrong = check() if check is not None else self.case.gate.check(self.case.out)
+            wrong = self._inputs_changed() or (
+                check() if check is not None else self.case.gate.check(self.case.out))
         except Exception as err:  # noqa: BLE001 - a fault surfaces at the gate's sync
             return first, Measurement.failed(_describe(err), fatal=self._context_broken(),
                                              first_launch_s=first)
@@ -165,8 +188,11 @@ class LocalRunner:
             return failed
         try:
             med, p20, p80 = bench(run, self.on_gpu, self.timing)
+            wrong = self._inputs_changed()  # a launch after the gate's changed an input
         except Exception as err:  # noqa: BLE001
             return Measurement.failed(_describe(err), fatal=self._context_broken(), first_launch_s=first)
+        if wrong:
+            return Measurement.failed(wrong, first_launch_s=first)
         return Measurement("ok", med, p20, p80, first_launch_s=first)
 
     def retime(self, raw_configs: list, rounds: int) -> list[Measurement]:
@@ -205,6 +231,7 @@ class LocalRunner:
                     continue
                 try:
                     samples[i].append(bench(runs[i], self.on_gpu, self.timing, retime=True))
+                    errors[i] = self._inputs_changed()
                 except Exception as err:  # noqa: BLE001
                     errors[i] = _describe(err)
                     if self._context_broken():
@@ -221,7 +248,7 @@ class LocalRunner:
         return out
 
     def close(self) -> None:
-        self.task, self.case = None, None
+        self.task, self.case, self._pristine = None, None, []
 
 
 def die_with_parent(parent_pid: int) -> None:
