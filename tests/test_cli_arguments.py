@@ -686,6 +686,23 @@ def test_tune_summary_says_how_many_winners_it_stored(tmp_path, capsys, monkeypa
     assert summary in out and "winners stored" not in out, out
 
 
+def test_tune_summary_counts_one_winner_per_cache_bucket(tmp_path, capsys, monkeypatch):
+    # Defect (audit): two problems of one cache bucket (softmax rows round up to a power of
+    # two: 8x100 and 5x100) each stored a winner in the bucket's one row, the later replacing
+    # the earlier, and the summary said "2 winner(s) stored" where `flashtune show` listed one.
+    from flashtune.tuner.study import ProblemResult
+
+    labels = ["softmax:float32:8x100", "softmax:float32:5x100", "softmax:float32:8x300"]
+    results = [ProblemResult(label, candidates=1, pruned=0, winner={"num_warps": 4})
+               for label in labels]
+    _fake_session(monkeypatch, results)
+    rc, out, err = run_cli(capsys, "tune", "--interpret", "--quiet", "--db",
+                           str(tmp_path / "t.sqlite"), *(f"--problem={label}" for label in labels))
+    assert rc == 0, err
+    assert "3/3 problems tuned" in out and "2 winner(s) stored in " in out, out
+    assert "(1 replaced by the winner of a later problem of the same cache bucket)" in out, out
+
+
 @pytest.mark.parametrize("option, value, expected", [
     ("--trials", "abc", "integer >= 1"), ("--trials", "\u0663", "integer >= 1"),
     ("--batch", "1_0", "integer >= 1"), ("--seed", "+5", "2**63"),

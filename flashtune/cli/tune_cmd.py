@@ -434,11 +434,17 @@ def run(args) -> int:
     finally:
         db.close()
     failed = [p for p in result.problems if p.winner is None]
-    # Every winner found is stored ("winners stored in DB" was printed even when none was).
+    # Every winner found is stored ("winners stored in DB" was printed even when none was), in
+    # its cache bucket's one row: problems of one bucket (8x100 and 5x100) leave the last one's.
+    bucket_of = {tp.label(): tp.key() for tp in problems}
+    stored = len({bucket_of.get(p.label, p.label) for p in result.problems if p.winner is not None})
+    replaced = result.winners - stored
     print(f"flashtune tune: {result.winners}/{len(result.problems)} problems tuned on "
           f"{result.device.name} in {result.wall_s:.1f} s; "
-          + (f"{result.winners} winner(s) stored in {db.where}" if result.winners
+          + (f"{stored} winner(s) stored in {db.where}" if result.winners
              else "no winner stored")
+          + (f" ({replaced} replaced by the winner of a later problem of the same cache "
+             "bucket)" if replaced else "")
           + (f"; worker restarts: {result.worker_restarts}" if result.worker_restarts else ""))
     for p in failed:
         print(f"flashtune tune: no winner for {p.label}: {first_line(p.error)}", file=sys.stderr)
