@@ -716,6 +716,25 @@ def test_a_finalist_that_fails_its_recheck_is_never_stored_on_its_trial_time():
 
 
 
+class _RetimeTimesOut(LocalRunner):
+    """Every re-timing runs past the trial timeout, as ProcessRunner answers it."""
+
+    def retime(self, raw_configs, rounds):
+        return [Measurement.failed("timeout: no result after 5 s (worker restarted)", fatal=True)
+                for _ in raw_configs]
+
+
+def test_a_problem_whose_every_recheck_timed_out_says_so():
+    """Defect: when no finalist came through its re-check, the problem's error said "no
+    finalist passed the correctness gate again" whatever the reason: finalists whose
+    re-timing ran past --trial-timeout read as wrong results."""
+    opts = TuneOptions(mode="grid", n_trials=3, top_k=3, retime_rounds=1)
+    result = tune_problem(PROBLEM, _RetimeTimesOut(SoftmaxAdapter(), FAST), device="cpu",
+                          options=opts, candidates=five_configs()[:3])
+    assert all(m.ok for _, m in result.measured) and result.winner is None
+    assert "timeout: no result after 5 s" in result.error, result.error
+
+
 class _ArmsAtRetime(ProcessRunner):
     def __init__(self, armed, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -457,15 +457,21 @@ def _all_failed(measured: list[tuple[dict, Measurement]]) -> str:
     """Why a problem has no winner when every measured config failed: the most frequent reason
     (every trial past --trial-timeout, a Triton that compiles no variant), which the user would
     otherwise find only in the database's trial rows."""
+    if not measured:
+        return "no candidate passed (no config was measured)"
+    n = len(measured)
+    why = _reason([m for _, m in measured])
+    return f"no candidate passed ({n} of {n} measured configs failed{why})"
+
+
+def _reason(failed: list[Measurement]) -> str:
+    """": REASON" or ", most often (COUNT): REASON": the first line of the failed measurements'
+    most frequent error."""
     from collections import Counter
 
-    reasons = Counter(((m.error or "").strip().splitlines() or ["failed"])[0] for _, m in measured)
-    if not reasons:
-        return "no candidate passed (no config was measured)"
+    reasons = Counter(((m.error or "").strip().splitlines() or ["failed"])[0] for m in failed)
     reason, count = reasons.most_common(1)[0]
-    n = len(measured)
-    return (f"no candidate passed ({n} of {n} measured configs failed"
-            + (f": {reason})" if count == n else f", most often ({count}): {reason})"))
+    return f": {reason}" if count == len(failed) else f", most often ({count}): {reason}"
 
 
 def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], list[bool]]:
@@ -531,7 +537,12 @@ def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -
         pairs = [(c, search.memo[canonical(c)]) for c, lost in zip(finalists, unjudged)
                  if lost and canonical(c) in search.memo]
         if not pairs:
-            result.error = result.error or "no finalist passed the correctness gate again"
+            # With why: a re-timing past --trial-timeout, a crash or a wrong result, as the
+            # finalists' errors say (every re-check failing read as a wrong result before).
+            n = len(retimed)
+            result.error = result.error or (
+                "no finalist passed the correctness gate again and its re-timing "
+                f"({n} of {n} failed{_reason(retimed)})")
             return
     trial_ms = {key: m.median_ms for key, m in search.memo.items() if m.ok}
     result.winner, result.winner_ms = choose_winner(pairs, search.options.noise_band,
