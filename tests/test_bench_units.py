@@ -310,7 +310,7 @@ def test_softmax_rows_under_flashtune_disable_say_torch_ran(monkeypatch):
     assert dispatch_info("softmax", 4, 128, "float16", "cpu")["config"]["regime"] == "row"
 
 
-def test_backward_and_overhead_under_flashtune_disable_say_torch_ran(monkeypatch):
+def test_backward_and_overhead_under_flashtune_disable_say_torch_ran(monkeypatch, device):
     """Defect: with FLASHTUNE_DISABLE=1 the backward rows' "flashtune config" column named a
     Triton config ("default: row block=128 ...") and the host-overhead record said
     "dispatcher: default config" and "flashtune.softmax cache hit: ... us/call (budget ...:
@@ -327,7 +327,9 @@ def test_backward_and_overhead_under_flashtune_disable_say_torch_ran(monkeypatch
             info = dispatch_info(op, 4, 128, "float16", "cpu")
             assert "config" not in info and "FLASHTUNE_DISABLE" in info["how"], info
             assert _dispatch({"dispatch": info}) == info["how"]
-        record = measure_overhead("cpu", iters=2, repeats=1)
+        # the session's device: the record's bare launches run a kernel (CPU tensors only
+        # under the interpreter)
+        record = measure_overhead(device, iters=2, repeats=1)
         assert "FLASHTUNE_DISABLE" in record["choice"] and record["disabled"], record
         assert "cache hit" not in record["summary"] and "torch" in record["summary"], record
         text = "\n".join(overhead_markdown(record))
@@ -443,6 +445,7 @@ def test_an_output_in_another_dtype_fails_its_check():
     assert not acc.ok and "dtype" in acc.reason
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter-only: CPU tensors, no GPU")
 def test_the_overhead_bare_launch_says_no_numpy_warnings_under_the_interpreter():
     """Defect (audit): `flashtune bench --interpret` printed numpy's "RuntimeWarning: invalid
     value encountered in subtract" (-inf - -inf in masked lanes): the host-overhead record's
