@@ -83,7 +83,7 @@ def test_a_failed_kernel_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
-def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch):
+def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch, device):
     # Defect (audit): with the cache folder and the temp folder both unwritable, the model
     # stopped with OSError, although a kernel's file only serves people and tracebacks (the
     # rendered source is what runs). Now: one warning naming both folders, our kernels run.
@@ -101,7 +101,7 @@ def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch)
     monkeypatch.setattr(loader_mod, "_warned_unwritable", [], raising=False)
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
-        x = torch.randn(5, 77)
+        x = torch.randn(5, 77, device=device)  # where kernels run (CPU: the interpreter)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             y = flashtune.softmax(x)
@@ -119,7 +119,7 @@ def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("temp_writable", [True, False], ids=["temp-folder", "memory"])
 def test_kernel_folder_fallbacks_pass_the_readme_warning_filters(tmp_path, monkeypatch,
-                                                                 temp_writable):
+                                                                 temp_writable, device):
     # Defect (README audit): README says to let flashtune's fallback notices through, where
     # warnings are errors, with filters for CacheWarning and DispatchWarning. The notices of an
     # unwritable kernel folder (kernels to the temp folder, or run from memory) were plain
@@ -141,7 +141,7 @@ def test_kernel_folder_fallbacks_pass_the_readme_warning_filters(tmp_path, monke
     monkeypatch.setattr(loader_mod, "_warned_dirs", set())
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
-        x = torch.randn(4, 53)
+        x = torch.randn(4, 53, device=device)  # where kernels run
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("error")
             warnings.filterwarnings("always", category=CacheWarning)
@@ -164,7 +164,7 @@ _NO_HOME = "~flashtune-audit-no-such-user/cache"
 
 
 def test_a_cache_folder_whose_tilde_cannot_be_expanded_does_not_stop_the_model(tmp_path,
-                                                                             monkeypatch):
+                                                                             monkeypatch, device):
     # Defect (audit): pathlib's RuntimeError("Could not determine home directory.") reached
     # every flashtune.softmax / attention call (the kernel folder is looked up on each first
     # load), naming neither FLASHTUNE_CACHE_DIR nor the path. A kernel folder that cannot be
@@ -183,8 +183,8 @@ def test_a_cache_folder_whose_tilde_cannot_be_expanded_does_not_stop_the_model(t
     monkeypatch.setattr(loader_mod, "_warned_dirs", set())
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
-        x = torch.randn(5, 77)
-        q, k, v = (torch.randn(1, 2, 9, 16, dtype=torch.float16) for _ in "qkv")
+        x = torch.randn(5, 77, device=device)  # where kernels run (CPU: the interpreter)
+        q, k, v = (torch.randn(1, 2, 9, 16, dtype=torch.float16, device=device) for _ in "qkv")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(2):

@@ -10,6 +10,7 @@ import warnings
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import torch
 
 from flashtune.cache import (CacheWarning, DeviceInfo, ProblemKey, TuneDB, Trial, Winner,
                              read_runtime_winners)
@@ -210,8 +211,9 @@ def test_problem_key_checks_bucket_values():
         ProblemKey("softmax", "float16", (("b", 1), ("a", 2)))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's device: no GPU here")
 def test_device_info_current_without_gpu():
-    info = DeviceInfo.current()  # tests run on CPU (interpreter)
+    info = DeviceInfo.current()  # without a GPU, the tests run on the CPU (interpreter)
     assert info.name == "triton-interpreter" and info.capability == "cpu" and info.sm_count >= 1
     assert info.triton_version
 

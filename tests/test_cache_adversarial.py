@@ -574,7 +574,7 @@ def test_tune_names_a_bad_journal_before_any_work(tmp_path, capsys):
 
 # -- the end-to-end rule, and how the CLI prints warnings ---------------------------------------
 
-def test_model_runs_on_a_corrupt_cache_with_one_warning(tmp_path, monkeypatch):
+def test_model_runs_on_a_corrupt_cache_with_one_warning(tmp_path, monkeypatch, device):
     import flashtune
     from flashtune.dispatch import reset
 
@@ -582,13 +582,13 @@ def test_model_runs_on_a_corrupt_cache_with_one_warning(tmp_path, monkeypatch):
     # a row of the device the model runs on and of today's templates: the runtime reads only those
     from flashtune.gen import template_family_hash
 
-    _store(f"sqlite:///{path}", key_for(64), device=DeviceInfo.current(torch.device("cpu")),
+    _store(f"sqlite:///{path}", key_for(64), device=DeviceInfo.current(torch.device(device)),
            family=template_family_hash("softmax"))
     _set_config(path, 64, DEEP_JSON)
     monkeypatch.setenv("FLASHTUNE_DB", f"sqlite:///{path}")
     reset()
     try:
-        x = torch.randn(4, 100)
+        x = torch.randn(4, 100, device=device)  # where kernels run (CPU: the interpreter)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(3):
