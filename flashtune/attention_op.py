@@ -28,6 +28,7 @@ from .dispatch.call_state import autocast_active as _autocast_active
 from .dispatch.call_state import dispatch_modes as _dispatch_modes
 from .dispatch.call_state import functorch_active as _functorch_active
 from .dispatch.call_state import fx_node as _fx_node
+from .dispatch.call_state import has_dual as _has_dual
 from .dispatch.call_state import Proxy as _Proxy
 from .dispatch.call_state import grad_enabled as _grad_enabled
 from .dispatch.call_state import is_compiling as _is_compiling
@@ -135,8 +136,7 @@ if hasattr(attention_fwd, "register_vmap"):  # torch >= 2.4
 
 
 def _refuse_forward_ad(*tensors: torch.Tensor) -> None:
-    if getattr(_forward_ad, "_current_level", -1) >= 0 and any(
-            _forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+    if _has_dual(*tensors):
         raise NotImplementedError(
             "flashtune.attention has no forward-mode AD formula (its tangent would be lost); "
             "use torch.nn.functional.scaled_dot_product_attention under forward_ad / torch.func.jvp"

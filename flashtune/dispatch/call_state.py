@@ -5,6 +5,7 @@ launch a kernel directly, or a stored plan) from one that must go through the re
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 is_compiling = torch.compiler.is_compiling
 grad_enabled = torch.is_grad_enabled
@@ -19,6 +20,13 @@ jit_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 autocast_active = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 # torch.fx.symbolic_trace's stand-in for a tensor (see fx_node).
 Proxy = torch.fx.Proxy
+
+
+def has_dual(*tensors: torch.Tensor) -> bool:
+    """Whether any of ``tensors`` carries a forward-mode AD tangent (inside a dual level): a
+    custom op has no forward-AD formula, and the kernel reads only the primal."""
+    return _forward_ad._current_level >= 0 and any(
+        _forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
 def fx_node(fn, *args):

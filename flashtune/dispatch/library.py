@@ -27,6 +27,7 @@ import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from ..gen.softmax_ops import normalize_dim
+from .call_state import has_dual
 from .eager_autograd import forward_ad_backward
 from .plans import output_like
 from .runtime import RUNTIME, check_backward_pair, check_dtype
@@ -39,8 +40,7 @@ def _refuse_forward_ad(name: str, *tensors: Tensor) -> None:
     Below the autograd key the tangent is still visible, so refuse it here, as
     torch.ops.flashtune.attention_fwd does. flashtune.softmax / log_softmax and their
     autograd give forward-mode AD to torch's ops and never get here with a dual."""
-    if _forward_ad._current_level >= 0 and any(
-            _forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+    if has_dual(*tensors):
         raise NotImplementedError(
             f"torch.ops.flashtune.{name} has no forward-mode AD formula (its tangent would be "
             "lost); call flashtune.softmax / flashtune.log_softmax (which compute forward-mode "
@@ -94,22 +94,25 @@ def _save_output(ctx, inputs, output) -> None:
     ctx.save_for_backward(output)
 
 
-def _softmax_grad(ctx, grad):
-    (y,) = ctx.saved_tensors
-    if _forward_ad._current_level >= 0:  # a dual gradient: see eager_autograd
-        return forward_ad_backward(y, grad, ctx.dim, False), None
-    return torch.ops.flashtune.softmax_backward(y, grad, ctx.dim), None
+def _input_gradient(y: Tensor, grad: Tensor, dim: int, log: bool) -> Tensor:
+    """dx from y and the output's gradient: our backward op, or, inside a forward-AD dual level
+    (a dual gradient), torch's (the op has no forward-AD formula; see eager_autograd)."""
+    if _forward_ad._current_level >= 0:
+        return forward_ad_backward(y, grad, dim, log)
+    op = torch.ops.flashtune.log_softmax_backward if log else torch.ops.flashtune.softmax_backward
+    return op(y, grad, dim)
 
 
-def _log_softmax_grad(ctx, grad):
-    (y,) = ctx.saved_tensors
-    if _forward_ad._current_level >= 0:  # a dual gradient: see eager_autograd
-        return forward_ad_backward(y, grad, ctx.dim, True), None
-    return torch.ops.flashtune.log_softmax_backward(y, grad, ctx.dim), None
+def _grad(log: bool):
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return _input_gradient(y, grad, ctx.dim, log), None
+
+    return backward
 
 
-softmax.register_autograd(_softmax_grad, setup_context=_save_output)
-log_softmax.register_autograd(_log_softmax_grad, setup_context=_save_output)
+softmax.register_autograd(_grad(False), setup_context=_save_output)
+log_softmax.register_autograd(_grad(True), setup_context=_save_output)
 
 
 def _save_inputs(ctx, inputs, output) -> None:
@@ -124,10 +127,7 @@ def _softmax_backward_grad(ctx, g):
     y, dy = ctx.saved_tensors
     d = ctx.dim
     s = (y * dy).sum(d, keepdim=True)
-    if _forward_ad._current_level >= 0:  # a dual g: the op has no forward-AD formula
-        g_dy = forward_ad_backward(y, g, d, False)
-    else:
-        g_dy = torch.ops.flashtune.softmax_backward(y, g, d)
+    g_dy = _input_gradient(y, g, d, False)
     g_y = g * (dy - s) - dy * (g * y).sum(d, keepdim=True)
     return g_y, g_dy, None
 
