@@ -139,7 +139,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
                          "its waits on PostgreSQL through libpq's settings, so it takes "
                          "postgresql+psycopg2:// or postgresql+psycopg://")
     if parsed.get_backend_name() == "sqlite":
-        check_sqlite_host(parsed)
+        check_sqlite_host(parsed, "url")
         _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
@@ -148,12 +148,13 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
     return parsed
 
 
-def check_sqlite_host(url: URL) -> None:
-    """ValueError for an SQLite URL with a host, user, password or port: sqlite://tmp/x.sqlite
-    (one slash short) reads "tmp" as a host. The readers took the file as x.sqlite in the
-    current folder ("does not exist") and the writers failed in SQLAlchemy with a traceback."""
+def check_sqlite_host(url: URL, name: str) -> None:
+    """ValueError naming ``name`` for an SQLite URL with a host, user, password or port:
+    sqlite://tmp/x.sqlite (one slash short) reads "tmp" as a host. The readers took the file as
+    x.sqlite in the current folder ("does not exist") and the writers failed in SQLAlchemy with
+    a traceback."""
     if url.host or url.username or url.password or url.port:
-        raise ValueError("url: an SQLite URL has no host, user or port (sqlite://tmp/x.sqlite, "
+        raise ValueError(f"{name}: an SQLite URL has no host, user or port (sqlite://tmp/x.sqlite, "
                          "a slash short, names a host 'tmp'); give sqlite:///relative/path.sqlite, "
                          "sqlite:////absolute/path.sqlite or the file path itself")
 

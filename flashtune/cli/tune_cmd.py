@@ -321,10 +321,8 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
         return
     if parsed.get_backend_name() == "sqlite":
-        try:  # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
-            check_sqlite_host(parsed)
-        except ValueError as err:
-            raise ValueError(f"--journal {shown}: {str(err).removeprefix('url: ')}") from None
+        # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
+        check_sqlite_host(parsed, f"--journal {shown}")
     path = sqlite_file(parsed)
     if path is None:
         if parsed.get_backend_name() == "sqlite":
