@@ -136,19 +136,25 @@ def stored_json(what: str, text: Any) -> Any:
     if type(text) is not str:
         raise TypeError(f"{what} must be JSON text, got {type(text).__name__}")
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:
         raise ValueError(f"{what} JSON is nested too deeply") from None
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refused (ValueError) when it names a key twice: json.loads keeps the last
-    value silently, other readers the first, so which one was meant is unknown (as import
-    refuses such an object in a file; flashtune never writes one)."""
+class DuplicateKey(ValueError):
+    """A JSON object names a key twice (unique_keys)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads's object_pairs_hook for stored rows and import files: a JSON object, refused
+    (DuplicateKey) when it names a key twice. json.loads keeps the last value silently
+    ("winners": [...] then "winners": [] imported nothing), other readers the first, so which
+    one was meant is unknown; flashtune never writes one."""
     found: dict[str, Any] = {}
     for name, value in pairs:
         if name in found:
-            raise ValueError(f"the key {clip(name, MAX_QUOTED_KEY)!r} appears twice in one object")
+            raise DuplicateKey(f"the key {clip(name, MAX_QUOTED_KEY)!r} appears twice in one "
+                               "object")
         found[name] = value
     return found
 

@@ -17,8 +17,9 @@ from typing import Any, Iterable
 from ..regular_file import create_temp_beside, open_regular_file
 from .keys import DeviceInfo, ProblemKey
 from .models import KEY_COLUMNS, SCHEMA_VERSION, WinnerRow
-from .records import (MAX_QUOTED_KEY, MAX_QUOTED_REASON, Winner, check_family_hash, check_key,
-                      check_timing, check_trials, clip, config_json, op_winner_from_row, utc)
+from .records import (MAX_QUOTED_KEY, MAX_QUOTED_REASON, DuplicateKey, Winner, check_family_hash,
+                      check_key, check_timing, check_trials, clip, config_json,
+                      op_winner_from_row, unique_keys, utc)
 
 FORMAT = "flashtune-winners"
 _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
@@ -181,10 +182,10 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
         raise too_large
     try:
         # utf-8-sig: a leading byte order mark (as Windows editors save UTF-8) is dropped
-        document = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+        document = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=unique_keys)
     except UnicodeDecodeError:  # before ValueError, its base class
         raise ValueError(f"{path}: not a JSON file (not UTF-8 text)") from None
-    except _DuplicateKey as err:  # before ValueError, its base class
+    except DuplicateKey as err:  # before ValueError, its base class
         raise ValueError(f"{path}: not a winners export: {err}") from None
     except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit
         raise ValueError(f"{path}: not a JSON file ({err})") from None
@@ -237,22 +238,6 @@ def fastest_per_problem(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
                                                                      kept["config"]):
             fastest[key] = values
     return list(fastest.values()), len(rows) - len(fastest)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refused when it names a key twice: json.loads would keep the last value
-    silently ("winners": [...] then "winners": [] imported nothing), where other readers may
-    keep the first."""
-    document: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in document:
-            raise _DuplicateKey(f"the key {name!r} appears twice in one object")
-        document[name] = value
-    return document
 
 
 def of_other_templates(row: Any) -> bool:
