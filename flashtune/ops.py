@@ -49,7 +49,8 @@ from .dispatch.runtime import RUNTIME as _R
 from .dispatch.runtime import NOT_A_PLAN_FAILURE as _NOT_A_PLAN_FAILURE
 from .dispatch.runtime import plan_failed as _plan_failed
 from .dispatch.runtime import check_dtype as _check_dtype
-from .gen.notices import warn_once as _warn_once
+from .gen.notices import DispatchWarning as _DispatchWarning
+from .once import warn_once as _warn_once
 from .gen.softmax_ops import normalize_dim as _normalize_dim
 
 __all__ = ["softmax", "log_softmax"]
@@ -279,7 +280,7 @@ def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:
     # The first line: torch's NotImplemented message goes on with a list of types.
     reason = str(refusal).strip().split("\n")[0].rstrip(":") or type(refusal).__name__
     kind = "torch dispatch mode" if plain else "tensor subclass"
-    _warn_once(("refused", who, name),
+    _warn_once(("refused", who, name), _DispatchWarning,
                f"flashtune.{name}: {kind} {who.__module__}.{who.__qualname__} does not support "
                f"flashtune's op ({reason}); torch.{name} computes it instead", stacklevel=4)
     return out

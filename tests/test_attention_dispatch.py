@@ -277,9 +277,9 @@ def test_a_misfit_notice_raised_under_w_error_keeps_the_tuned_winner(fresh_db, m
     p = problem(nq=32, nk=32, d=64)
     tuned = config(BLOCK_M=32, BLOCK_N=32, tma=True)
     seed(fresh_db, p, tuned)
-    from flashtune.gen import notices
+    from flashtune import once
 
-    monkeypatch.setattr(notices, "_said", {})  # the notice is once per process
+    monkeypatch.setattr(once, "_said", {})  # the notice is once per process
     q_odd = torch.randn(1, 2, 32, 68, dtype=torch.float16, device=DEVICE)[..., :64]
     _, k, v = qkv(p)
     with warnings.catch_warnings():

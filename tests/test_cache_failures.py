@@ -156,6 +156,8 @@ def test_other_schema_versions_tuning_path(db_url):
             assert [w.median_ms for w in db.winners()] == [2.0]
     said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
     assert len(said) == 1 and "v0" in said[0] and "v2" in said[0] and "leaves them alone" in said[0]
+    # said at the user's TuneDB(...) (stacklevel through flashtune.once), not inside flashtune
+    assert [w.filename for w in caught if issubclass(w.category, CacheWarning)] == [__file__]
     engine = raw_engine(db_url)
     with engine.connect() as conn:  # left alone
         assert conn.execute(text("SELECT count(*) FROM ft_v0_winners")).scalar() == 1
@@ -800,11 +802,11 @@ def test_an_in_memory_database_is_said_to_hold_no_winners(url, monkeypatch):
     # Defect: FLASHTUNE_DB=sqlite:// (an in-memory database: each connection gets a new, empty
     # one) gave the default kernels without a word, where tune and import refuse such a URL:
     # a user who set it expecting tuned kernels never learnt why none were used.
-    from flashtune.cache import warn as warn_mod
+    from flashtune import once
 
     monkeypatch.setenv("FLASHTUNE_DB", url)
     for given in (url, None):  # as an argument, and as FLASHTUNE_DB
-        monkeypatch.setattr(warn_mod, "_said", {})  # each way says it once
+        monkeypatch.setattr(once, "_said", {})  # each way says it once
         winners, said = _runtime_twice(given)
         assert winners == [] and len(said) == 1 and "in-memory" in said[0], said
         assert "default kernels" in said[0], said

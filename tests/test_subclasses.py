@@ -183,9 +183,9 @@ class AtenOnlyMode(torch.utils._python_dispatch.TorchDispatchMode):
 def test_aten_only_dispatch_mode_gets_torchs_result(name, monkeypatch):
     """Under a torch dispatch mode that knows only aten ops, our op raised NotImplementedError
     where torch.softmax works; torch's op computes it now, said once per mode and op."""
-    from flashtune.gen import notices
+    from flashtune import once
 
-    monkeypatch.setattr(notices, "_said", {})  # the notice is once per process
+    monkeypatch.setattr(once, "_said", {})  # the notice is once per process
     ours, ref = PAIRS[name]
     x = torch.randn(5, 12, device=DEVICE)
     expected = ref(x, -1)
@@ -195,5 +195,7 @@ def test_aten_only_dispatch_mode_gets_torchs_result(name, monkeypatch):
             first, second = ours(x, -1), ours(x, 0)
     said = [str(w.message) for w in caught if issubclass(w.category, DispatchWarning)]
     assert len(said) == 1 and "torch dispatch mode" in said[0] and "AtenOnlyMode" in said[0], said
+    # said at the user's call (stacklevel through flashtune.once), not inside flashtune
+    assert [w.filename for w in caught if issubclass(w.category, DispatchWarning)] == [__file__]
     torch.testing.assert_close(first, expected)
     torch.testing.assert_close(second, ref(x, 0))

@@ -1,17 +1,11 @@
-"""Warnings that are said once per process (per database and trouble)."""
+"""CacheWarning notices, said once per process (per database and trouble), through
+flashtune.once's registry."""
 
 from __future__ import annotations
 
-import warnings
-
+from ..once import warn_once as _warn_once
 from .errors import CacheWarning
 from .records import printable
-
-# The notices said so far, keyed by (where, kind, message). No lock: dict.setdefault is one
-# atomic step, so of two threads with the same notice only one warns. (A lock here could be
-# left held in a forked child, see flashtune.forks, and waited on forever by a signal handler's
-# flashtune call that interrupted this function in the same thread.)
-_said: dict[tuple[str, str, str], object] = {}
 
 
 def warn_once(where: str, kind: str, message: str, stacklevel: int = 3) -> bool:
@@ -26,8 +20,6 @@ def warn_once(where: str, kind: str, message: str, stacklevel: int = 3) -> bool:
     Control characters are spelled out: a notice names a database path or URL (FLASHTUNE_DB,
     a folder name) and quotes rows, any of which may hold an escape sequence or a newline."""
     message = printable(message)
-    mine = object()
-    if _said.setdefault((where, kind, message), mine) is not mine:
-        return False
-    warnings.warn(message, CacheWarning, stacklevel=stacklevel)
-    return True
+    # stacklevel counts from this function, as warnings.warn's own would; _warn_once counts
+    # from its caller, which is this function: the same number.
+    return _warn_once((where, kind, message), CacheWarning, message, stacklevel)

@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping
 import torch
 
 from . import loader
-from .notices import warn_once
+from ..once import warn_once
+from .notices import DispatchWarning
 from .attention_space import (
     HEAD_DIM_MAX,
     HEAD_DIM_STEP,
@@ -243,7 +244,7 @@ def select_config(problem: AttentionProblem, tensors: tuple[torch.Tensor, ...],
     # The dispatcher's category (README): users let these fallback notices through by it where
     # warnings are errors; a plain RuntimeWarning raised there, and the dispatcher then
     # rejected the whole config for the device, calls it could serve included.
-    warn_once(("attention config cannot run", str(cfg)),
+    warn_once(("attention config cannot run", str(cfg)), DispatchWarning,
               f"flashtune attention: chosen config cannot run ({misfit}); using {fallback} "
               "instead", stacklevel=2)
     return fallback
