@@ -661,6 +661,27 @@ def test_tune_says_precompile_workers_have_no_effect_when_interpreted(tmp_path, 
         assert "no effect" in notes[0] and "--interpret" in notes[0], err
 
 
+@pytest.mark.parametrize("extra, noted", [
+    (["--no-isolate", "--trial-timeout", "30"], True),
+    (["--no-isolate"], False),  # the default timeout, not asked for: nothing to say
+    (["--trial-timeout", "30"], False),  # a worker process: the timeout applies
+])
+def test_tune_says_trial_timeout_cannot_apply_without_a_worker(tmp_path, capsys, monkeypatch,
+                                                                extra, noted):
+    # Defect (audit): `--no-isolate --trial-timeout 30` was taken without a word, though with
+    # no worker process there is nothing to stop a hung trial: the user counted on a limit
+    # that was never there.
+    calls = _fake_session(monkeypatch)
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--quiet", "--db",
+                         str(tmp_path / "t.sqlite"), "--problem", "softmax:float32:8x100", *extra)
+    assert rc == 0, err
+    notes = [line for line in err.splitlines() if "--trial-timeout" in line]
+    assert len(notes) == (1 if noted else 0), err
+    if noted:
+        assert notes[0].startswith("flashtune tune: note: ") and "--no-isolate" in notes[0], err
+    assert calls[0].trial_timeout_s == (30.0 if "--trial-timeout" in extra else 120.0)
+
+
 @pytest.mark.parametrize("outcomes, summary", [
     (["failed"], "0/1 problems tuned on cpu in 0.0 s; no winner stored"),
     (["stored", "failed", "stored"], "2/3 problems tuned on cpu in 0.0 s; 2 winner(s) stored in "),

@@ -105,9 +105,10 @@ def register(sub) -> None:
     run_.add_argument("--precompile-workers", type=_count, default=None,
                       help="compile processes, at most the CPU count (default min(8, CPUs - 2) on "
                            "a GPU; 0 disables; no effect with --interpret)")
-    run_.add_argument("--trial-timeout", type=_positive_float, default=120.0, metavar="S",
+    # default None: 120 s, but a value given beside --no-isolate is noted (see run())
+    run_.add_argument("--trial-timeout", type=_positive_float, default=None, metavar="S",
                       help="seconds before a trial counts as hung and its worker is restarted "
-                           "(default 120)")
+                           "(default 120; with --no-isolate no trial can be stopped)")
     run_.add_argument("--no-isolate", action="store_true",
                       help="measure in this process (faster start; a faulting kernel ends the run)")
     run_.add_argument("--rep-ms", type=_positive_int, default=None,
@@ -160,7 +161,8 @@ def _options(args, interpret: bool):
         raise ValueError(f"--precompile-workers must be at most this machine's {cpus} CPUs, "
                          f"got {workers}")
     return SessionOptions(tune=tune, timing=timing, isolate=not args.no_isolate,
-                          trial_timeout_s=args.trial_timeout, precompile_workers=workers,
+                          trial_timeout_s=pick(args.trial_timeout, 120.0, 120.0),
+                          precompile_workers=workers,
                           total_budget_s=args.total_time, progress=not args.quiet,
                           family_tune={"attention": attention})
 
@@ -423,6 +425,11 @@ def run(args) -> int:
         # said once, not dropped without a word.
         print("flashtune tune: note: --precompile-workers has no effect with --interpret (the "
               "compile processes run on a GPU only)", file=sys.stderr)
+    if args.no_isolate and args.trial_timeout is not None:
+        # Only a worker process can be stopped and restarted: in this process a hung trial
+        # hangs the run, so a timeout given for it is said to be none, not dropped silently.
+        print("flashtune tune: note: --trial-timeout cannot stop a trial with --no-isolate "
+              "(trials run in this process: a hung one hangs the run)", file=sys.stderr)
     db = TuneDB(args.db)
     try:
         with _sigterm_as_interrupt() as received:
