@@ -596,6 +596,57 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
     assert result.winners >= 1
 
 
+def test_total_time_caps_a_slow_worker_setup(tmp_path):
+    """A worker's setup counts against --total-time: its wait is cut where the run's time ends
+    (it waited up to setup_timeout_s, 600 s, whatever was left), the problem says why, and the
+    problems after it are reported as not started."""
+    import time
+
+    from tuner_planted import SlowSetupAdapter
+
+    db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
+    problems = [PROBLEM, TuneProblem("softmax", SoftmaxProblem(8, 101, "float32"))]
+    opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
+                          isolate=True, progress=False, total_budget_s=2.0)
+    t0 = time.monotonic()
+    result = run_session(problems, db, opts, device="cpu", adapter=SlowSetupAdapter(20))
+    wall = time.monotonic() - t0
+    db.close()
+    assert wall < 2.0 + 5.0, f"ran {wall:.1f} s for a 2 s total (each setup takes 20 s)"
+    first, second = result.problems
+    assert first.winner is None and second.winner is None
+    assert "--total-time of 2 s ran out while its worker was being set up" in first.error
+    assert "--total-time of 2 s was spent before it started" in second.error
+    assert result.worker_restarts == 0  # the worker was stopped, not restarted after a fault
+
+
+class _SlowSetupRunner(LocalRunner):
+    """Setting a problem up takes 2 s (in this process: nothing can cut it short)."""
+
+    def setup(self, task):
+        import time
+
+        if task != self.task:
+            time.sleep(2.0)
+        super().setup(task)
+
+
+def test_total_time_counts_the_setup_before_a_search(tmp_path):
+    """A setup that used most of the run's time leaves the search only what is left: the
+    search's share was reckoned before the setup, and it ran that long after it."""
+    db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
+    opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1,
+                                           retime_rounds=1),
+                          timing=FAST, isolate=False, progress=False, total_budget_s=2.5)
+    result = run_session([PROBLEM], db, opts, device="cpu",
+                         runner=_SlowSetupRunner(PlantedAdapter(), FAST))
+    db.close()
+    [p] = result.problems
+    assert p.stopped_by == "time budget"
+    # 0.5 s were left after the setup (one trial may overrun them); before the fix: 2.5 s
+    assert p.search_s < 2.0, f"searched {p.search_s:.1f} s with 0.5 s of the total left"
+
+
 def test_adapter_looks_a_variant_up_once_per_config_not_per_launch(monkeypatch):
     """do_bench launches a trial's config hundreds of times: the adapter must not redo the
     variant lookup (validate, render key, hash: tens of microseconds) on every launch, or short

@@ -126,3 +126,17 @@ class FaultingAdapter(SoftmaxAdapter):
             _fault_kernel[(1,)](case.out)
             return
         super().launch(op, config, case)
+
+
+class SlowSetupAdapter(SoftmaxAdapter):
+    """Making a problem's inputs takes ``seconds`` (a worker slow to set up: a large problem's
+    inputs and oracle, a busy machine)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def make_case(self, op, problem, device, seed):
+        import time
+
+        time.sleep(self.seconds)
+        return super().make_case(op, problem, device, seed)

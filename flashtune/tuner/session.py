@@ -18,7 +18,7 @@ from .precompile import Precompiler
 from .progress import Progress
 from .study import ProblemResult, TuneOptions, tune_problem
 from .timing import TimingOptions
-from .worker import LocalRunner, ProcessRunner, WorkerError
+from .worker import LocalRunner, OutOfTime, ProcessRunner, WorkerError
 
 
 class NoDeviceError(RuntimeError):
@@ -173,16 +173,20 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     options = options or SessionOptions()
     device = device or pick_device()
     device_info = device_info or DeviceInfo.current(device)
+    t0 = time.monotonic()
+    # Where the total time ends: the searches stop there, and a worker's setup is not waited
+    # for past it (setup and re-timing count against the total, as --total-time promises).
+    deadline = t0 + options.total_budget_s if options.total_budget_s is not None else None
     own_runner = runner is None
     if own_runner:
-        runner = (ProcessRunner(adapter, options.timing, options.trial_timeout_s) if options.isolate
+        runner = (ProcessRunner(adapter, options.timing, options.trial_timeout_s,
+                                deadline=deadline) if options.isolate
                   else LocalRunner(adapter, options.timing))
     own_precompiler = precompiler is None
     if own_precompiler and options.precompile_workers > 0 and device.startswith("cuda"):
         precompiler = Precompiler(options.precompile_workers, device, options.trial_timeout_s)
     progress = Progress(options.progress)
     shared = max_shared_bytes(device)
-    t0 = time.monotonic()
     results = []
     # Where an interruption lands: problem `index` is "searching" or "storing" (its winner
     # being written) until its result is appended; stage None means between problems.
@@ -218,10 +222,14 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                                       on_trial=recorder.trial, progress=progress,
                                       precompiler=precompiler, max_shared_bytes=shared,
                                       sm_count=device_info.sm_count,
-                                      stored=recorder.stored_config())
+                                      stored=recorder.stored_config(), deadline=deadline)
             except WorkerError as err:
                 progress.close()
-                result = ProblemResult(tp.label(), 0, 0, error=str(err))
+                error = str(err)
+                if isinstance(err, OutOfTime) and options.total_budget_s is not None:
+                    error = (f"not tuned: the --total-time of {options.total_budget_s:g} s ran "
+                             "out while its worker was being set up")
+                result = ProblemResult(tp.label(), 0, 0, error=error)
             stage = "storing"
             if result.winner is not None:
                 recorder.winner(result)

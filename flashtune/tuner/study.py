@@ -148,9 +148,11 @@ def grid_order(candidates: list, limit: int | None, must_have=()) -> list:
 class _Search:
     """The measuring loop shared by all modes."""
 
-    def __init__(self, tp, runner, task: Task, options: TuneOptions, on_trial, progress, precompiler):
+    def __init__(self, tp, runner, task: Task, options: TuneOptions, on_trial, progress, precompiler,
+                 deadline: float | None = None):
         self.tp, self.runner, self.task, self.options = tp, runner, task, options
         self.on_trial, self.progress, self.precompiler = on_trial, progress, precompiler
+        self.deadline = deadline
         self.memo: dict[str, Measurement] = {}
         self.best: float | None = None
         self.since_gain = 0
@@ -162,8 +164,9 @@ class _Search:
             return "trials"
         # The budget never ends a search before its first measurement (opening the study
         # may take longer than a small budget): a search always measures one config.
-        if (o.time_budget_s is not None and n_done > 0
-                and time.monotonic() - self.t0 >= o.time_budget_s):
+        now = time.monotonic()
+        if n_done > 0 and ((o.time_budget_s is not None and now - self.t0 >= o.time_budget_s)
+                           or (self.deadline is not None and now >= self.deadline)):
             return "time budget"
         if o.patience is not None and self.since_gain >= o.patience:
             return "patience"
@@ -199,12 +202,17 @@ class _Search:
 def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: str = "",
                  candidates: list | None = None, on_trial: Callable | None = None,
                  progress=None, precompiler=None, max_shared_bytes: int | None = None,
-                 sm_count: int = 132, stored: dict | None = None) -> ProblemResult:
+                 sm_count: int = 132, stored: dict | None = None,
+                 deadline: float | None = None) -> ProblemResult:
     """Tune one TuneProblem with ``runner``; returns what was measured and the winner.
 
     ``stored``: the config the database holds for this problem's bucket (an earlier run's
     winner, maybe tuned on another shape of the bucket). If it is a candidate here it is
-    seeded and re-timed with the finalists, so the winner has beaten it on this shape."""
+    seeded and re-timed with the finalists, so the winner has beaten it on this shape.
+
+    ``deadline``: a time.monotonic() after which the search measures no more (a session's
+    total time), whatever is left of ``options.time_budget_s``, which counts from the
+    search's start: a slow setup may have used the time that budget was reckoned from."""
     t_start = time.monotonic()
     fam = family(tp.op)
     if candidates is None:
@@ -235,7 +243,7 @@ def tune_problem(tp, runner, *, device: str, options: TuneOptions, study_name: s
     except Exception as err:  # noqa: BLE001 - in this process (LocalRunner): e.g. out of memory
         # The ProcessRunner says this as a WorkerError; the session reports it and goes on.
         raise WorkerError(f"could not set up {tp.label()}: {type(err).__name__}: {err}") from err
-    search = _Search(tp, runner, task, options, on_trial, progress, precompiler)
+    search = _Search(tp, runner, task, options, on_trial, progress, precompiler, deadline)
     total = min(options.n_trials, len(kept))
     if progress is not None:
         progress.start(tp.label(), total)

@@ -60,6 +60,10 @@ class WorkerError(RuntimeError):
     """The worker could not set a problem up (e.g. its inputs do not fit in memory)."""
 
 
+class OutOfTime(WorkerError):
+    """A setup cut short (or never begun) because the runner's deadline passed."""
+
+
 def _describe(err: BaseException) -> str:
     kind = type(err).__name__
     if kind == "OutOfResources":
@@ -323,7 +327,8 @@ class ProcessRunner:
     """A ``LocalRunner`` in a spawn child, restarted after a fault, a crash or a timeout."""
 
     def __init__(self, adapter=None, timing: TimingOptions | None = None,
-                 trial_timeout_s: float = 120.0, setup_timeout_s: float = 600.0):
+                 trial_timeout_s: float = 120.0, setup_timeout_s: float = 600.0,
+                 deadline: float | None = None):
         from .adapter import OpAdapter
 
         if not (trial_timeout_s > 0 and setup_timeout_s > 0):  # NaN fails too
@@ -332,6 +337,10 @@ class ProcessRunner:
         self.timing = timing or TimingOptions()
         self.trial_timeout_s = trial_timeout_s
         self.setup_timeout_s = setup_timeout_s
+        # time.monotonic() after which no setup is waited for (a session's --total-time): a
+        # worker slow to start or to make a problem's inputs would else wait setup_timeout_s
+        # whatever was left of the run's time.
+        self.deadline = deadline
         self.task: Task | None = None
         self.restarts = 0
         self._proc = None
@@ -387,9 +396,21 @@ class ProcessRunner:
             self._kill()
             self._start()
         if self._child_task != self.task:
-            status, value = self._request("setup", self.task, self.setup_timeout_s)
+            timeout, cut = self.setup_timeout_s, False
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}")
+                timeout, cut = min(timeout, left), left < timeout
+            status, value = self._request("setup", self.task, timeout)
             if status != "ok":
                 self._kill()
+                if status == "timeout" and cut:
+                    # stopped for the run's end, not restarted after a fault: no restart to
+                    # count in the run's summary (_request counted one)
+                    self.restarts -= 1
+                    raise OutOfTime(f"the time ran out while the worker set up {self.task.op} "
+                                    f"{self.task.problem} ({timeout:.1f} s were left)")
                 raise WorkerError(f"worker could not set up {self.task.op} {self.task.problem}: {value}")
             self._child_task = self.task
 
