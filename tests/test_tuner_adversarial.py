@@ -429,6 +429,19 @@ def test_report_renders_the_reference_result(tmp_path, capsys):
     assert (tmp_path / "out" / "flashtune_bench.md").exists()
 
 
+def test_report_of_a_result_without_measurements_says_there_is_nothing_to_report(tmp_path,
+                                                                                  capsys):
+    # Defect (audit): a result with no case in it (no softmax, backward or attention row)
+    # printed an empty summary, and wrote a report of nothing whose notes said "every
+    # implementation ran and passed its check in every case".
+    data = dict(_result(), softmax=[], backward=[], attention=[])
+    rc, captured = _report(tmp_path, data, capsys)
+    assert rc == 0, captured.err
+    lines = [line for line in captured.out.splitlines() if line.strip()]
+    assert len(lines) == 1 and "r.json" in lines[0] and "nothing to report" in lines[0], lines
+    assert not (tmp_path / "out").exists()  # nothing written (an earlier report there stays)
+
+
 @pytest.mark.parametrize("damage, words", [
     (lambda d: d["softmax"][0].pop("gbs"), "softmax row 0 (flashtune 4x128 float16): missing key 'gbs'"),
     (lambda d: d["softmax"][1].pop("impl"), "softmax row 1: missing key 'impl'"),

@@ -2,6 +2,8 @@
 
 Reads the JSON written by ``flashtune bench`` and writes flashtune_bench.md and the plot_*.png
 files again (into --out, default the JSON's folder), then prints the short summary table.
+A result without measurements (no case in it) is said to have nothing to report; nothing is
+written.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def run(args) -> int:
     from ..bench.runner import render
 
     result = load_result(args.result)
+    if not (result["softmax"] or result["backward"] or result["attention"]):
+        # No case in it (a bench never writes such a result, but an edited one may): an empty
+        # summary and a report of nothing whose notes said every implementation passed, said
+        # plainly instead, as `show` and `clear` say there is nothing; no file is written, so
+        # an earlier report in --out stays.
+        print(f"{args.result}: no measurements (no softmax, backward or attention case); "
+              "nothing to report")
+        return 0
     out = args.out if args.out is not None else args.result.parent
     check_out_folder(out)  # "--out X is not a writable folder (...)", not a bare errno line
     # load_result has checked everything the renderers read: an error past it is our bug, and
