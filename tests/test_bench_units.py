@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,6 +194,21 @@ def test_a_reader_that_goes_away_does_not_cost_the_measurements(tmp_path, interp
     result = json.loads((tmp_path / "flashtune_bench.json").read_text())
     assert {r["shape"] for r in result["softmax"]} == {"4x128", "3x1000"}
     assert (tmp_path / "flashtune_bench.md").exists()
+
+
+def test_bench_without_out_says_the_full_path_it_wrote_to(tmp_path, interpreter_env,
+                                                           monkeypatch, capsys):
+    """Defect (audit): without --out the files go to benchmarks/results of the current folder,
+    and the run said only "wrote benchmarks/results/flashtune_bench.json, ...": from a
+    script or a notebook a user could not tell which folder that was."""
+    monkeypatch.chdir(tmp_path)
+    rc = main(["bench", "--interpret", "--ops", "softmax", "--no-overhead"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    folder = Path.cwd() / "benchmarks" / "results"
+    assert (folder / "flashtune_bench.json").is_file()
+    [wrote] = [line for line in out.splitlines() if line.startswith("wrote ")]
+    assert wrote.startswith(f"wrote {folder / 'flashtune_bench.json'}, "), wrote
 
 
 def test_bad_arguments_are_errors(tmp_path, interpreter_env):

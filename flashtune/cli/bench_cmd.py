@@ -7,7 +7,8 @@ flashtune.softmax / flashtune.attention (the tuned winners of the cache, via the
 and every peer (torch.softmax, torch.compile, the online BLOCK-1024 kernel; SDPA with each
 backend forced, compiled FlexAttention) in one process: copy bandwidth first, then do_bench
 medians, each output checked against the peer's and float64. Writes flashtune_bench.json,
-flashtune_bench.md and plot_*.png into --out, and prints a short table last. A peer that fails
+flashtune_bench.md and plot_*.png into --out (default: benchmarks/results in the current
+folder; the run prints their full paths), and prints a short table last. A peer that fails
 or is unavailable is recorded as such.
 
 --ops backward adds the softmax and log_softmax backward on the softmax shapes: flashtune's
@@ -50,7 +51,8 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmark flashtune against its peers, write a report",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=folder_path, default=Path("benchmarks/results"),
-                   help="output folder (default: benchmarks/results in the current folder)")
+                   help="output folder (default: benchmarks/results in the current folder; "
+                        "the run prints the full path)")
     p.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help=f"wall-clock budget of the run (default {DEFAULT_GPU_BUDGET_S:.0f} on a "
                         "GPU, none under --interpret; inf: no limit); late cases drop compiled peers, then are skipped")
@@ -84,6 +86,9 @@ def run(args) -> int:
     check_gpu(interpret)  # before --out is made: a failed run leaves nothing
     check_readable_db(args.db)  # (args.db None: $FLASHTUNE_DB or the cache folder's)
     check_out_folder(args.out)
+    # The folder in full in what the run says ("wrote ...", an interrupt's note): by default it
+    # is benchmarks/results of the current folder, which a script or a notebook does not show.
+    out = args.out.absolute()
     if args.db is not None:
         os.environ["FLASHTUNE_DB"] = args.db  # the dispatcher's winners come from it too
     from ..bench.runner import BenchOptions, interpret_env, run_bench
@@ -97,13 +102,13 @@ def run(args) -> int:
     mode = "interpret" if interpret else ("quick" if args.quick else "full")
     progress = _Progress()
     try:
-        run_bench(BenchOptions(out=args.out, mode=mode, budget_s=budget, ops=ops, db=args.db,
+        run_bench(BenchOptions(out=out, mode=mode, budget_s=budget, ops=ops, db=args.db,
                                overhead=not args.no_overhead, log=progress))
     except KeyboardInterrupt as stop:
         saved = getattr(stop, "saved_in", None)
         print("flashtune bench: interrupted; " + (
             f"the cases finished so far are written in {saved}" if saved is not None else
-            f"nothing written to {args.out}"), file=sys.stderr)
+            f"nothing written to {out}"), file=sys.stderr)
         return 130
     return 141 if progress.reader_gone else 0
 
