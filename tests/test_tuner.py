@@ -1088,3 +1088,23 @@ def test_the_l2_reset_falls_back_to_the_driver_without_a_shared_runtime(tmp_path
     done = subprocess.run([sys.executable, "-c", SCRUB_WITH_FAKE_DRIVER],
                           capture_output=True, text=True, check=True, env=env)
     assert done.stdout.strip() == "2"
+
+
+def test_a_restart_after_the_run_s_end_still_sets_up_to_finish_the_problem():
+    """--total-time stops a problem's setup, not its finish: a worker lost after the run's end
+    (a faulting trial) is set up again for the finalists' re-check, else their measurements
+    would be lost with it."""
+    import time
+
+    runner = ProcessRunner(PlantedAdapter(), FAST, trial_timeout_s=120,
+                           deadline=time.monotonic() + 600)
+    try:
+        from flashtune.tuner.worker import Task
+
+        runner.setup(Task("softmax", PROBLEM.problem, "cpu", 0))
+        runner.deadline = time.monotonic() - 1  # the run's time is over ...
+        runner._kill()  # ... and the worker is gone (as after a fatal trial)
+        [m] = runner.retime([five_configs()[0]], 1)
+        assert m.ok, m.error
+    finally:
+        runner.close()

@@ -337,9 +337,9 @@ class ProcessRunner:
         self.timing = timing or TimingOptions()
         self.trial_timeout_s = trial_timeout_s
         self.setup_timeout_s = setup_timeout_s
-        # time.monotonic() after which no setup is waited for (a session's --total-time): a
-        # worker slow to start or to make a problem's inputs would else wait setup_timeout_s
-        # whatever was left of the run's time.
+        # time.monotonic() after which no problem's first setup is waited for (a session's
+        # --total-time): a worker slow to start or to make a problem's inputs would else wait
+        # setup_timeout_s whatever was left of the run's time.
         self.deadline = deadline
         self.task: Task | None = None
         self.restarts = 0
@@ -389,7 +389,10 @@ class ProcessRunner:
             self.restarts += 1
             return "crashed", f"worker process died (exit code {code}; worker restarted)"
 
-    def _ensure(self) -> None:
+    def _ensure(self, by_deadline: bool = False) -> None:
+        """A live worker holding ``self.task``. ``by_deadline``: a problem's first setup, which
+        waits no later than ``self.deadline``; a setup again after a restart (a fatal trial)
+        waits its full time, as the search and its finalists' re-check need it to finish."""
         if self.task is None:
             raise WorkerError("measure() before setup()")
         if self._proc is None or not self._proc.is_alive():
@@ -397,7 +400,7 @@ class ProcessRunner:
             self._start()
         if self._child_task != self.task:
             timeout, cut = self.setup_timeout_s, False
-            if self.deadline is not None:
+            if by_deadline and self.deadline is not None:
                 left = self.deadline - time.monotonic()
                 if left <= 0:
                     raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}")
@@ -416,7 +419,7 @@ class ProcessRunner:
 
     def setup(self, task: Task) -> None:
         self.task = task
-        self._ensure()
+        self._ensure(by_deadline=True)
 
     def _after(self, result) -> None:
         fatal = isinstance(result, Measurement) and result.fatal or (
