@@ -63,12 +63,15 @@ def main():
                         run_variant(op, config, x, y)
                         ref = (torch.log_softmax if op == "log_softmax" else torch.softmax)(x.double(), -1)
                         peer = (torch.log_softmax if op == "log_softmax" else torch.softmax)(x, -1)
-                        key = (op, regime, "exp2" if config["exp2"] else "exp")
+                        form = ",".join(k for k in ("lane_stats", "vector_stats", "max_pass", "resident", "align")
+                                        if config.get(k)) or "chunk"
+                        key = (op, regime, "exp2" if config["exp2"] else "exp",
+                               f"block {config['block']} {form}")
                         worst_ours[key] = max(worst_ours.get(key, 0.0), ulps(y, ref))
                         worst_torch[key] = max(worst_torch.get(key, 0.0), ulps(peer, ref))
-    say("op | regime | exp | ours (max ulps) | torch")
+    say("op | regime | exp | config | ours (max ulps) | torch")
     for key in sorted(worst_ours):
-        say(f"{key[0]} | {key[1]} | {key[2]} | {worst_ours[key]:.2f} | {worst_torch[key]:.2f}")
+        say(" | ".join(key) + f" | {worst_ours[key]:.2f} | {worst_torch[key]:.2f}")
 
 
 if __name__ == "__main__":
