@@ -76,19 +76,14 @@ def make_config(op: str, regime: str, knobs: dict, n_cols: int, **overrides) -> 
     return raw
 
 
-# On a GPU, tl.exp2 is ex2.approx.f32 (about 2 ulps), and the output adds the row sum's and the
-# scaling's roundings: fp32 outputs reach 2.25 ulps of the row's largest value (H200, 7 x 37,
-# online max_pass exp2; torch's accurate expf: 0.25). The interpreter's numpy exp2 is exact,
-# so under it the fp32 slack stays 2 ulps; fp16/bf16 outputs round far above either.
-GPU_FP32_SLACK_ULPS = 4.0
-
-
 def forward_case(op: str, x: torch.Tensor, out: torch.Tensor):
     log = OPS[op].log
     ref = softmax_ref(x, -1, log=log)
     peer = (torch.log_softmax if log else torch.softmax)(x, -1)
-    if out.is_cuda and out.dtype == torch.float32:
-        return check_accuracy(out, ref, peer, slack_ulps=GPU_FP32_SLACK_ULPS)
+    # The project's rule on a GPU too (fp32 included): the thirty-fourth session allowed fp32 4
+    # ulps there (2.25 seen); the thirty-fifth's div.rn 1 / d and compensated sums brought every
+    # variant under the rule (an H100's 904 -m gpu tests, and up to 3.05 ulps where torch's
+    # own error allows 3.4).
     return check_accuracy(out, ref, peer)
 
 

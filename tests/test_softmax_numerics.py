@@ -158,11 +158,15 @@ LONG_ROW_CASES = [("softmax", {"lane_stats": False}), ("softmax", {"lane_stats":
                   ("softmax_backward", {"lane_stats": False}),
                   ("softmax_backward", {"lane_stats": True}),
                   ("log_softmax_backward", {"lane_stats": False}),
-                  ("log_softmax_backward", {"lane_stats": True})]
+                  ("log_softmax_backward", {"lane_stats": True}),
+                  # segments of 20000 columns: the split regime's statistics and row sums
+                  ("softmax", {"regime": "split", "splits": 2, "lane_stats": False, "max_pass": True}),
+                  ("softmax_backward", {"regime": "split", "splits": 2, "lane_stats": True})]
 
 
 @pytest.mark.parametrize("op,knobs", LONG_ROW_CASES,
-                         ids=[f"{op}-" + "-".join(k for k, v in knobs.items() if v) or f"{op}-chunk"
+                         ids=[f"{op}-{knobs.get('regime', 'online')}-"
+                              + ("-".join(k for k, v in knobs.items() if v is True) or "chunk")
                               for op, knobs in LONG_ROW_CASES])
 def test_long_rows_in_small_chunks_keep_the_accuracy_rule(op, knobs, device):
     """fp32 rows of 40000 columns in 16-wide chunks: each statistic (the forward's d, the
@@ -171,6 +175,8 @@ def test_long_rows_in_small_chunks_keep_the_accuracy_rule(op, knobs, device):
     row carries that error (a GPU's vector statistics reached 8-22 ulps of the row's largest
     value, torch 2-3). The sums are compensated, so the accuracy rule holds."""
     x = (torch.randn(2, 40000) * 3).to(device)
-    config = OPS[op].space.validate(make_config(op, "online", dict(knobs, block=16), 40000))
+    knobs = dict(knobs)
+    regime = knobs.pop("regime", "online")
+    config = OPS[op].space.validate(make_config(op, regime, dict(knobs, block=16), 40000))
     acc = run_case(op, x, config)
     assert acc.ok, f"{config}: {acc}"
