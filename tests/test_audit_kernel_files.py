@@ -391,7 +391,7 @@ def test_interpreted_kernel_runs_its_rendered_source_after_linecache_is_cleared(
         pytest.skip("the interpreter reads sources lazily; a GPU @triton.jit reads at load")
     variant, path = _variant(tmp_path, monkeypatch)
     module = loader_mod.load(variant)
-    edited = variant.source.replace("y = p * (1.0 / d)[:, None]", "y = p * 0.0 + 42.0")
+    edited = variant.source.replace("y = p * (tl.math.div_rn(1.0, d))[:, None]", "y = p * 0.0 + 42.0")
     assert edited != variant.source
     path.write_text(edited, encoding="utf-8")
     linecache.clearcache()

@@ -34,6 +34,8 @@ from flashtune.tuner.session import SessionOptions, run_session
 from flashtune.tuner.study import TuneOptions
 from flashtune.tuner.worker import Measurement, ProcessRunner
 
+from cli_helpers import bench_result
+
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter tests")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -394,28 +396,6 @@ def test_bad_budgets_are_refused_before_any_work(tmp_path, value, capsys):
 
 # -- report: a damaged JSON is named, not a traceback -----------------------------------------
 
-def _result() -> dict:
-    from flashtune.bench.report import SCHEMA
-
-    ok = {"op": "softmax", "shape": "4x128", "rows": 4, "cols": 128, "dtype": "float16",
-          "mib": 0.001, "impl": "flashtune", "status": "ok", "ms": 1.0, "p20_ms": 1.0,
-          "p80_ms": 1.0, "gbs": 2.0, "frac_copy": 0.5, "check": {"ok": True},
-          "speedup": {"torch.softmax": 1.5}, "dispatch": {"how": "default", "config": {}}}
-    peer = dict(ok, impl="torch.softmax", ms=1.5, gbs=1.3)
-    del peer["speedup"], peer["dispatch"]
-    att = {"op": "attention", "shape": "d16", "B": 1, "H": 2, "N": 64, "D": 16, "causal": True,
-           "dtype": "float16", "impl": "flashtune", "status": "ok", "ms": 1.0, "tflops": 0.1}
-    flex = dict(att, impl="flex", status="unavailable", error="no CUDA")
-    del flex["ms"], flex["tflops"]
-    return {"schema": SCHEMA, "meta": {"device": "cpu", "mode": "interpret", "wall_s": 3.0},
-            "softmax": [ok, peer], "attention": [att, flex], "copy": {"gbs": 4.0},
-            "overhead": None,
-            "tuning": {"problems": [{"op": "softmax", "dtype": "float16",
-                                     "bucket": {"rows_bucket": 4, "cols_bucket": 128},
-                                     "winner_ms": 1.0, "trials": [
-                                         {"n": 1, "status": "ok", "median_ms": 1.0, "best_ms": 1.0}]}]}}
-
-
 def _report(tmp_path, data, capsys):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
@@ -424,7 +404,7 @@ def _report(tmp_path, data, capsys):
 
 
 def test_report_renders_the_reference_result(tmp_path, capsys):
-    rc, captured = _report(tmp_path, _result(), capsys)
+    rc, captured = _report(tmp_path, bench_result(), capsys)
     assert rc == 0, captured.err
     assert (tmp_path / "out" / "flashtune_bench.md").exists()
 
@@ -434,7 +414,7 @@ def test_report_of_a_result_without_measurements_says_there_is_nothing_to_report
     # Defect (audit): a result with no case in it (no softmax, backward or attention row)
     # printed an empty summary, and wrote a report of nothing whose notes said "every
     # implementation ran and passed its check in every case".
-    data = dict(_result(), softmax=[], backward=[], attention=[])
+    data = dict(bench_result(), softmax=[], backward=[], attention=[])
     rc, captured = _report(tmp_path, data, capsys)
     assert rc == 0, captured.err
     lines = [line for line in captured.out.splitlines() if line.strip()]
@@ -456,7 +436,7 @@ def test_report_of_a_result_without_measurements_says_there_is_nothing_to_report
     (lambda d: d.__setitem__("overhead", {"results": []}), "overhead: missing key 'shape'"),
 ])
 def test_report_names_the_damaged_part_of_the_json(tmp_path, capsys, damage, words):
-    data = copy.deepcopy(_result())
+    data = copy.deepcopy(bench_result())
     damage(data)
     rc, captured = _report(tmp_path, data, capsys)
     assert rc == 2
@@ -478,12 +458,12 @@ def test_bench_results_survive_an_output_folder_that_fails_at_the_end(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(OSError) as err:
-        save_outputs(_result(), blocker / "out", lambda line: None)
+        save_outputs(bench_result(), blocker / "out", lambda line: None)
     text = str(err.value)
     assert "could not write the report" in text and "flashtune report" in text
     spare = Path(text.split("saved in ")[1].split(":")[0])
     try:
-        assert json.loads(spare.read_text())["softmax"] == _result()["softmax"]
+        assert json.loads(spare.read_text())["softmax"] == bench_result()["softmax"]
     finally:
         spare.unlink()
 
