@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flashtune.gen.softmax_ops import softmax_forward
+from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
 from flashtune.gen.softmax_space import OPS, REGIMES
 
 from softmax_cases import coop_block, forward_case, make_config, run_case, semantic_knobs
@@ -180,3 +180,35 @@ def test_long_rows_in_small_chunks_keep_the_accuracy_rule(op, knobs, device):
     config = OPS[op].space.validate(make_config(op, regime, dict(knobs, block=16), 40000))
     acc = run_case(op, x, config)
     assert acc.ok, f"{config}: {acc}"
+
+
+BACKWARD_LONG_ROW_CASES = [("softmax_backward", "online", {"lane_stats": False}),
+                           ("softmax_backward", "online", {"lane_stats": True}),
+                           ("log_softmax_backward", "online", {"lane_stats": False}),
+                           ("log_softmax_backward", "split", {"lane_stats": True, "splits": 2})]
+
+
+@pytest.mark.parametrize("op,regime,knobs", BACKWARD_LONG_ROW_CASES,
+                         ids=[f"{op}-{regime}-{'lanes' if knobs['lane_stats'] else 'chunk'}"
+                              for op, regime, knobs in BACKWARD_LONG_ROW_CASES])
+def test_compensated_row_sums_keep_torchs_infinite_gradients(op, regime, knobs, device):
+    """A backward row sum that is +-inf (an inf in dy, or finite terms past fp32's range) gives
+    torch's -inf / NaN pattern where the sums are compensated (rows of more than 32 chunks),
+    not a row of NaN from the correction's inf - inf."""
+    n = 16 * 80 + 5  # split: segments of 41 chunks
+    log = OPS[op].log
+    x = torch.randn(3, n, generator=torch.Generator().manual_seed(3)).to(device)
+    y = (torch.log_softmax if log else torch.softmax)(x, -1)
+    dy = torch.randn_like(y)
+    dy[0, 100] = float("inf")
+    if log:
+        dy[1, 3::16] = 3e38  # finite terms, their sum overflows
+    else:
+        dy[1, 7] = float("-inf")  # sum(dy * y) <= max |dy|: only an infinite dy makes it inf
+    config = OPS[op].space.validate(make_config(op, regime, dict(knobs, block=16), n))
+    out = softmax_backward(y, dy, -1, log=log, config=config)
+    backward_data = (torch.ops.aten._log_softmax_backward_data if log
+                     else torch.ops.aten._softmax_backward_data)
+    ref = backward_data(dy, y, -1, y.dtype)
+    assert ref[:2].isinf().any()  # the case is what it says
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5, equal_nan=True)
