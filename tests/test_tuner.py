@@ -1108,3 +1108,20 @@ def test_a_restart_after_the_run_s_end_still_sets_up_to_finish_the_problem():
         assert m.ok, m.error
     finally:
         runner.close()
+
+
+def test_no_worker_is_started_when_the_run_s_time_is_already_over():
+    """A problem's first setup after --total-time ended says so without spawning a worker
+    (a worker process and its torch import, started only to be killed)."""
+    import time
+
+    from flashtune.tuner.worker import OutOfTime, Task
+
+    runner = ProcessRunner(PlantedAdapter(), FAST, trial_timeout_s=120,
+                           deadline=time.monotonic() - 1)
+    started = []
+    runner._start = lambda: started.append(True)
+    with pytest.raises(OutOfTime, match="no time left"):
+        runner.setup(Task("softmax", PROBLEM.problem, "cpu", 0))
+    assert not started
+    runner.close()

@@ -395,27 +395,30 @@ class ProcessRunner:
         waits its full time, as the search and its finalists' re-check need it to finish."""
         if self.task is None:
             raise WorkerError("measure() before setup()")
-        if self._proc is None or not self._proc.is_alive():
+        alive = self._proc is not None and self._proc.is_alive()
+        if alive and self._child_task == self.task:
+            return
+        timeout, cut = self.setup_timeout_s, False
+        if by_deadline and self.deadline is not None:
+            # before a worker is spawned: with no time left, none is started in vain
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}")
+            timeout, cut = min(timeout, left), left < timeout
+        if not alive:
             self._kill()
             self._start()
-        if self._child_task != self.task:
-            timeout, cut = self.setup_timeout_s, False
-            if by_deadline and self.deadline is not None:
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}")
-                timeout, cut = min(timeout, left), left < timeout
-            status, value = self._request("setup", self.task, timeout)
-            if status != "ok":
-                self._kill()
-                if status == "timeout" and cut:
-                    # stopped for the run's end, not restarted after a fault: no restart to
-                    # count in the run's summary (_request counted one)
-                    self.restarts -= 1
-                    raise OutOfTime(f"the time ran out while the worker set up {self.task.op} "
-                                    f"{self.task.problem} ({timeout:.1f} s were left)")
-                raise WorkerError(f"worker could not set up {self.task.op} {self.task.problem}: {value}")
-            self._child_task = self.task
+        status, value = self._request("setup", self.task, timeout)
+        if status != "ok":
+            self._kill()
+            if status == "timeout" and cut:
+                # stopped for the run's end, not restarted after a fault: no restart to count
+                # in the run's summary (_request counted one)
+                self.restarts -= 1
+                raise OutOfTime(f"the time ran out while the worker set up {self.task.op} "
+                                f"{self.task.problem} ({timeout:.1f} s were left)")
+            raise WorkerError(f"worker could not set up {self.task.op} {self.task.problem}: {value}")
+        self._child_task = self.task
 
     def setup(self, task: Task) -> None:
         self.task = task
