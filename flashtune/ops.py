@@ -282,7 +282,7 @@ def _refusable_call(op, x, d: int, log: bool) -> torch.Tensor:
     kind = "torch dispatch mode" if plain else "tensor subclass"
     _warn_once(("refused", who, name), _DispatchWarning,
                f"flashtune.{name}: {kind} {who.__module__}.{who.__qualname__} does not support "
-               f"flashtune's op ({reason}); torch.{name} computes it instead", stacklevel=4)
+               f"flashtune's op ({reason}); torch.{name} computes it instead")
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import flashtune
+from flashtune import once
 from flashtune.cache import CacheWarning, TuneDB
 from cli_helpers import run_cli as _cli
 from flashtune.gen import loader as loader_mod
@@ -245,7 +246,7 @@ def test_fallback_kernel_folder_must_be_private(tmp_path, monkeypatch):
     # Refused: since kernels run without a file where no folder can hold one (68b23f7), the
     # refusal is a warning and the kernel runs from memory; nothing is written to or read
     # from the shared folder.
-    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
+    monkeypatch.setattr(once, "_said", {})
     monkeypatch.setattr(loader_mod, "_loaded", {})
     with pytest.warns(RuntimeWarning, match="not a private folder"):
         module = load_variant("softmax", config)

@@ -15,6 +15,7 @@ import pytest
 
 from blocking import PIPES, within
 from cli_helpers import run_cli as _cli
+from flashtune import once
 from flashtune.cache import TuneDB
 from flashtune.gen import loader as loader_mod
 from flashtune.gen import render_variant
@@ -98,7 +99,7 @@ def test_kernels_run_when_no_folder_can_hold_their_source(tmp_path, monkeypatch,
     blocker.write_text("")
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp" / "kernels")
-    monkeypatch.setattr(loader_mod, "_warned_unwritable", [], raising=False)
+    monkeypatch.setattr(once, "_said", {})
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
         x = torch.randn(5, 77, device=device)  # where kernels run (CPU: the interpreter)
@@ -137,8 +138,7 @@ def test_kernel_folder_fallbacks_pass_the_readme_warning_filters(tmp_path, monke
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))
     fallback = (tmp_path if temp_writable else blocker) / "tmp" / "kernels"
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
-    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
-    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    monkeypatch.setattr(once, "_said", {})
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
         x = torch.randn(4, 53, device=device)  # where kernels run
@@ -180,7 +180,7 @@ def test_a_cache_folder_whose_tilde_cannot_be_expanded_does_not_stop_the_model(t
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", _NO_HOME)
     monkeypatch.delenv("FLASHTUNE_DB", raising=False)
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: tmp_path / "tmp" / "kernels")
-    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    monkeypatch.setattr(once, "_said", {})
     reset()  # forget the plans (and kernels) of the folder used so far
     try:
         x = torch.randn(5, 77, device=device)  # where kernels run (CPU: the interpreter)

@@ -16,6 +16,7 @@ import torch
 import flashtune
 import flashtune.dispatch as dispatch
 import flashtune.dispatch.plans as plans
+from flashtune import once
 from flashtune.cache import CacheWarning
 from flashtune.dispatch import DispatchWarning
 from flashtune.gen.softmax_ops import softmax_forward
@@ -433,8 +434,7 @@ def test_log_names_where_the_source_really_is(fresh_db, tmp_path, monkeypatch, c
     monkeypatch.setenv("FLASHTUNE_LOG", "1")
     fallback = (tmp_path if temp_writable else blocker) / "tmp" / "kernels"
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: fallback)
-    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
-    monkeypatch.setattr(loader_mod, "_warned_dirs", set())
+    monkeypatch.setattr(once, "_said", {})
     dispatch.reset()
     x = torch.randn(3, 41, device=DEVICE)
     with warnings.catch_warnings():
@@ -528,7 +528,7 @@ def test_a_notice_raised_inside_the_plan_under_w_error_keeps_the_tuned_winner(
     blocker = tmp_path / "afile"
     blocker.write_text("not a folder")
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "cache"))  # cannot be written
-    monkeypatch.setattr(loader_mod, "_warned_dirs", set())  # the notice is once per folder
+    monkeypatch.setattr(once, "_said", {})  # the notice is once per folder
     dispatch.reset()
     x = torch.randn(6, 52, device=DEVICE)
     with warnings.catch_warnings():

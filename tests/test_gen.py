@@ -13,6 +13,7 @@ import re
 import jinja2
 import pytest
 
+from flashtune import once
 from flashtune.gen import ConfigError, load_variant, render_variant, source_path
 from flashtune.gen import loader as loader_mod
 from flashtune.gen.space import Param, VariantSpace
@@ -421,7 +422,7 @@ def test_unwritable_cache_and_temp_dir_is_clear(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv("FLASHTUNE_CACHE_DIR", str(blocker / "sub"))
     monkeypatch.setattr(loader_mod, "fallback_kernel_dir", lambda: blocker / "tmp")
-    monkeypatch.setattr(loader_mod, "_warned_unwritable", [])
+    monkeypatch.setattr(once, "_said", {})
     variant = render_variant("softmax", dict(GOOD, block=256))
     with pytest.raises(OSError, match="FLASHTUNE_CACHE_DIR"):  # `flashtune source --path`
         loader_mod.write_source(variant)

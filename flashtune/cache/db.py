@@ -7,7 +7,6 @@ Every write is one short upsert in its own transaction. Every failure of the dat
 from __future__ import annotations
 
 import os
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,6 +26,7 @@ from .records import (MAX_QUOTED_REASON, Trial, Winner, check_family_hash, check
                       check_timing, check_trials, clip, config_json, describe_row, now_utc,
                       op_winner_from_row, trial_from_row, winner_from_row)
 from .schema import SchemaProblem, is_empty_database, other_versions_note, prepare
+from ..once import warn_at_user
 from .warn import warn_once
 
 WINNERS: Table = WinnerRow.__table__
@@ -299,7 +299,7 @@ class TuneDB:
                    "differ" if _all_stale(failed) else "edited outside flashtune?")
             message = (f"{self._where}: skipped {len(bad)} invalid {what} row(s) ({why}): "
                        + "; ".join(bad[:5]))
-            warnings.warn(message, CacheWarning, stacklevel=3)
+            warn_at_user(message, CacheWarning)
         return good
 
     def count_winners(self, device: DeviceInfo | None = None) -> int:

@@ -8,7 +8,7 @@ from .errors import CacheWarning
 from .records import printable
 
 
-def warn_once(where: str, kind: str, message: str, stacklevel: int = 3) -> bool:
+def warn_once(where: str, kind: str, message: str) -> bool:
     """Warn with CacheWarning unless this notice (where, kind and message) was already given;
     True if it warned.
 
@@ -20,6 +20,4 @@ def warn_once(where: str, kind: str, message: str, stacklevel: int = 3) -> bool:
     Control characters are spelled out: a notice names a database path or URL (FLASHTUNE_DB,
     a folder name) and quotes rows, any of which may hold an escape sequence or a newline."""
     message = printable(message)
-    # stacklevel counts from this function, as warnings.warn's own would; _warn_once counts
-    # from its caller, which is this function: the same number.
-    return _warn_once((where, kind, message), CacheWarning, message, stacklevel)
+    return _warn_once((where, kind, message), CacheWarning, message)

@@ -130,7 +130,7 @@ def forward(q, k, v, causal: bool, scale, return_lse: bool, ran: list | None = N
         attention_ops.check_launchable(q, k, v)
         if RUNTIME.disabled or not used or used[-1].how == "default":
             raise
-        fallback = RUNTIME.dispatcher.fall_back(used[-1], q.device, err, stacklevel=3)
+        fallback = RUNTIME.dispatcher.fall_back(used[-1], q.device, err)
     else:
         if ran is not None and configs:
             ran.append(configs[-1])

@@ -12,13 +12,13 @@ strides.
 from __future__ import annotations
 
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from ..gen.notices import DispatchWarning
+from ..once import warn_at_user
 from ..gen.softmax_space import SoftmaxProblem
 from ..gen.space import Config
 from .families import family_of
@@ -83,14 +83,14 @@ def _read_winners(device: torch.device) -> tuple[Any, list]:
     try:
         from ..cache import DeviceInfo, read_runtime_winners
     except Exception as err:  # the cache package cannot even be imported (e.g. no SQLAlchemy)
-        warnings.warn(f"flashtune: tuned-config cache unavailable ({type(err).__name__}: {err}); "
-                      "using default configs", DispatchWarning, stacklevel=4)
+        warn_at_user(f"flashtune: tuned-config cache unavailable ({type(err).__name__}: {err}); "
+                     "using default configs", DispatchWarning)
         return None, []
     try:
         info = DeviceInfo.current(device)
     except Exception as err:
-        warnings.warn(f"flashtune: cannot identify device {device} ({err}); using default "
-                      "configs", DispatchWarning, stacklevel=4)
+        warn_at_user(f"flashtune: cannot identify device {device} ({err}); using default "
+                     "configs", DispatchWarning)
         return None, []
     # Only today's templates' winners: the table would drop the others anyway.
     from ..gen import OPS, template_family_hash
@@ -179,18 +179,16 @@ class Dispatcher:
         self.override(op, problem, device, fallback)
         return fallback, first
 
-    def fall_back(self, picked: Choice, device: torch.device, err: BaseException,
-                  stacklevel: int) -> Config:
+    def fall_back(self, picked: Choice, device: torch.device, err: BaseException) -> Config:
         """The tuned decision ``picked`` failed with ``err``: reject its config on this device
         (see reject), warn the first time it fails here (one warning per broken config, not one
-        per problem it was tuned for; ``stacklevel`` as seen from the caller) and return the
-        default config that ``picked.problem`` gets instead."""
+        per problem it was tuned for; said at the user's line) and return the default config
+        that ``picked.problem`` gets instead."""
         fallback, first = self.reject(picked.op, picked.problem, device, picked.config)
         if first:
-            warnings.warn(f"flashtune: the tuned {picked.op} config for {picked.describe()} "
-                          f"failed ({type(err).__name__}: {err}); using default configs "
-                          f"wherever it was picked (here {fallback.as_dict()})", DispatchWarning,
-                          stacklevel=stacklevel + 1)
+            warn_at_user(f"flashtune: the tuned {picked.op} config for {picked.describe()} "
+                         f"failed ({type(err).__name__}: {err}); using default configs "
+                         f"wherever it was picked (here {fallback.as_dict()})", DispatchWarning)
         return fallback
 
     def default_config(self, op: str, problem: Any, device: torch.device) -> Config:
@@ -216,7 +214,7 @@ class Dispatcher:
     def _load(self, device: torch.device) -> _DeviceTable:
         while self._deferred:
             # Popped first: a notice that raises (still an error) is said once, as any other.
-            warnings.warn(self._deferred.pop(0), DispatchWarning, stacklevel=5)
+            warn_at_user(self._deferred.pop(0), DispatchWarning)
         info, winners = self._reader(device)
         table = WinnerTable.from_winners(winners)
         if info is not None:

@@ -47,7 +47,6 @@ import inspect
 import re
 import sys
 import types
-import warnings
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Callable
@@ -55,6 +54,7 @@ from typing import Any, Callable
 import torch
 
 from ..gen.notices import DispatchWarning
+from ..once import warn_at_user
 from .settings import as_set, env_flag
 
 ENV_SWITCH = "FLASHTUNE_FAST_LAUNCH"
@@ -200,8 +200,8 @@ def _reset_for_tests(support_obj: Support | None = None, reason: str = "test") -
 def _fail(err: BaseException, where: str) -> None:
     if _STATE.failed is None:
         _STATE.failed = f"{where}: {type(err).__name__}: {err}"
-        warnings.warn(f"flashtune: the fast kernel launch failed ({_STATE.failed}); launching "
-                      "through Triton's normal path from now on", FastLaunchWarning, stacklevel=4)
+        warn_at_user(f"flashtune: the fast kernel launch failed ({_STATE.failed}); launching "
+                     "through Triton's normal path from now on", FastLaunchWarning)
 
 
 # -- guards -----------------------------------------------------------------------------------

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import threading
-import warnings
 
 import torch
 
 from ..forks import after_fork_in_child
 from ..gen.notices import DispatchWarning
+from ..once import warn_at_user
 from ..gen.softmax_ops import SUPPORTED_DTYPES, normalize_dim
 from ..gen.softmax_space import MAX_COLS
 from .chooser import Dispatcher
@@ -94,7 +94,7 @@ class Runtime:
         dispatcher = Dispatcher(settings)
         for message in notices or ():
             try:
-                warnings.warn(message, DispatchWarning, stacklevel=3)
+                warn_at_user(message, DispatchWarning)
             except DispatchWarning:
                 dispatcher.defer(message)
         with self._store_lock:
@@ -251,7 +251,7 @@ class Runtime:
         except Exception as err:
             if picked.how == "default":
                 raise
-            fallback = self.dispatcher.fall_back(picked, t.device, err, stacklevel=4)
+            fallback = self.dispatcher.fall_back(picked, t.device, err)
             plan = make_plan(t, dim, op, fallback)
             return plan, plan(*args)
 

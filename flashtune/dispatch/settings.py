@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from dataclasses import dataclass
 
 from ..gen.notices import DispatchWarning
+from ..once import first_time, warn_at_user
 
 LOGGER_NAME = "flashtune"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
-_WARNED: set[tuple[str, str]] = set()  # (name, value) pairs already warned about
 
 
 def bool_word(text: str) -> bool | None:
@@ -49,8 +48,7 @@ def env_flag(name: str, default: bool = False, notices: list[str] | None = None)
     value = bool_word(raw)
     if value is not None:
         return value
-    if raw.strip() and (name, raw) not in _WARNED:
-        _WARNED.add((name, raw))
+    if raw.strip() and first_time(("ignored switch", name, raw)):
         # No "flashtune:" prefix: the name says whose switch it is, and the CLI puts
         # "flashtune <command>: warning:" before our warnings.
         message = (f"{name}={raw!r} is ignored (expected 1/true/yes/on or 0/false/no/off); "
@@ -58,7 +56,7 @@ def env_flag(name: str, default: bool = False, notices: list[str] | None = None)
         if notices is not None:
             notices.append(message)
         else:
-            warnings.warn(message, DispatchWarning, stacklevel=2)
+            warn_at_user(message, DispatchWarning)
     return default
 
 

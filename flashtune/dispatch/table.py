@@ -8,12 +8,12 @@ out: their timings say nothing about the kernels rendered now.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..gen import ConfigError, OPS, template_family_hash, validate_config
 from ..gen.notices import DispatchWarning
+from ..once import warn_at_user
 from ..gen.space import Config
 from .families import family_of
 
@@ -102,9 +102,9 @@ class WinnerTable:
             table.setdefault((op, w.key.dtype), []).append(
                 TunedEntry(tuple(w.key.bucket), config, w.median_ms))
         if bad:
-            warnings.warn(f"flashtune: ignoring {len(bad)} tuned config(s) that fail validation "
-                          f"(first: {bad[0]}); their problems use other tuned or default configs",
-                          DispatchWarning, stacklevel=2)
+            warn_at_user(f"flashtune: ignoring {len(bad)} tuned config(s) that fail validation "
+                         f"(first: {bad[0]}); their problems use other tuned or default configs",
+                         DispatchWarning)
         return cls(table)
 
     def __len__(self) -> int:

@@ -246,7 +246,7 @@ def select_config(problem: AttentionProblem, tensors: tuple[torch.Tensor, ...],
     # rejected the whole config for the device, calls it could serve included.
     warn_once(("attention config cannot run", str(cfg)), DispatchWarning,
               f"flashtune attention: chosen config cannot run ({misfit}); using {fallback} "
-              "instead", stacklevel=2)
+              "instead")
     return fallback
 
 

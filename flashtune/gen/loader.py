@@ -19,12 +19,12 @@ import stat
 import sys
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 from types import ModuleType
 
 from .. import paths
 from ..forks import after_fork_in_child
+from ..once import warn_once
 from ..regular_file import create_temp_beside, open_regular_file
 from .notices import DispatchWarning
 from .render import RenderedVariant
@@ -158,16 +158,10 @@ def _write_to_temp(variant: RenderedVariant, folder: Path | str, err: Exception)
             f"flashtune cannot write generated kernels to {folder} ({err}) nor to "
             f"{fallback.parent} ({err2}); set FLASHTUNE_CACHE_DIR to a writable folder"
         ) from err
-    if folder not in _warned_dirs:
-        _warned_dirs.add(folder)
-        warnings.warn(
-            f"flashtune cannot write generated kernels to {folder} ({err}); using "
-            f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)",
-            DispatchWarning, stacklevel=4)
+    warn_once(("kernel folder unwritable", str(folder)), DispatchWarning,
+              f"flashtune cannot write generated kernels to {folder} ({err}); using "
+              f"{fallback.parent} instead (set FLASHTUNE_CACHE_DIR to a writable folder)")
     return written
-
-
-_warned_dirs: set[Path | str] = set()
 
 
 def _private_folder(folder: Path) -> None:
@@ -197,14 +191,10 @@ def _written_or_unwritten(variant: RenderedVariant) -> Path | None:
     try:
         return write_source(variant)
     except OSError as err:
-        if not _warned_unwritable:
-            _warned_unwritable.append(True)
-            warnings.warn(f"{err}; running the kernels without writing their source files",
-                          DispatchWarning, stacklevel=4)
+        # One warning per process, whichever folders failed.
+        warn_once("no kernel folder", DispatchWarning,
+                  f"{err}; running the kernels without writing their source files")
         return None
-
-
-_warned_unwritable: list[bool] = []  # one warning per process
 
 
 def _key(variant: RenderedVariant) -> tuple[str, str, bool]:
