@@ -58,3 +58,13 @@ def test_a_tuned_config_that_fails_is_said_at_the_users_call(fresh_db, monkeypat
     torch.testing.assert_close(y, torch.log_softmax(x, -1))
     assert [w.category for w in said] == [DispatchWarning]
     assert said[0].filename == __file__ and "out of resources" in str(said[0].message)
+
+
+def test_a_corrupt_database_is_said_at_the_users_attention_call(fresh_db, monkeypatch):
+    monkeypatch.setattr(once, "_said", {})
+    fresh_db.write_bytes(b"this is not an SQLite file" * 40)
+    q, k, v = (torch.randn(1, 2, 16, 16, device=DEVICE, dtype=torch.float16) for _ in range(3))
+    out, said = _notices(lambda: flashtune.attention(q, k, v))
+    expected = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    torch.testing.assert_close(out.double(), expected, atol=2e-3, rtol=0)
+    assert said and [(w.filename, w.category) for w in said] == [(__file__, CacheWarning)] * len(said)
