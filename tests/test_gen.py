@@ -75,6 +75,22 @@ def test_validate_rejects_missing_keys_and_non_mappings():
         BACKWARD_SPACE.validate(GOOD)  # backward has no exp form
 
 
+@pytest.mark.parametrize("entry,op", [
+    ("op_spec", "softmaxx"), ("op_spec", ["softmax"]),
+    ("validate_config", "softmaxx"), ("validate_config", ["softmax"]),
+    ("render_variant", ["softmax"]),
+    ("template_family_hash", "softmaxx"),  # (an unhashable op: lru_cache's own TypeError)
+])
+def test_an_op_that_is_not_ours_is_a_value_error_naming_it(entry, op):
+    # template_family_hash("softmaxx") raised a bare KeyError('softmaxx'), and an unhashable
+    # op reached the others as "unhashable type: 'list'", naming neither the op nor the ops.
+    import flashtune.gen as gen
+
+    call = getattr(gen, entry)
+    with pytest.raises(ValueError, match=r"unknown op .*expected one of .*softmax"):
+        call(op) if entry in ("op_spec", "template_family_hash") else call(op, GOOD)
+
+
 def test_exhaustive_is_valid_and_distinct():
     configs = list(FORWARD_SPACE.exhaustive())
     assert len(configs) == len(set(configs)) > 100

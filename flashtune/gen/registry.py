@@ -24,5 +24,5 @@ FAMILY_MODULES.update({name: attention_space.FAMILY_MODULES for name in attentio
 def op_spec(op: str):
     try:
         return OPS[op]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable op (a list), named like any other
         raise ValueError(f"unknown op {op!r}; expected one of {sorted(OPS)}") from None

@@ -56,8 +56,10 @@ def template_family_hash(op: str) -> str:
     winner of another family, as after a template change: kept in the database, not served,
     re-tuned by the next `flashtune tune`; and an older flashtune sees the new winners the
     same way instead of as invalid rows."""
-    templates = render.template_family_hash(TEMPLATE_FAMILIES[op], FAMILY_MODULES[op])
+    # op_spec first: an op that is not one of ours is its ValueError naming the op, not a
+    # bare KeyError from the tables below.
     revision = op_spec(op).space.revision
+    templates = render.template_family_hash(TEMPLATE_FAMILIES[op], FAMILY_MODULES[op])
     if revision == 1:  # the hash before spaces had revisions: their winners stay current
         return templates
     return hashlib.sha256(f"{templates}\0space revision {revision}".encode()).hexdigest()[:16]
