@@ -59,9 +59,11 @@ _Tensor = torch.Tensor
 # nn.Parameter disables __torch_function__: a plain tensor to us, not a subclass for the op.
 _Parameter = torch.nn.Parameter
 _dtype = torch.dtype
-# _jit_tracing: _call sends traced calls through the registered op. The hot path needs no
-# check: while tracing, x.shape holds traced 0-d tensors (hashed by identity), so no plan key
-# ever matches.
+# _jit_tracing: _call sends traced calls through the registered op. No plan key would match
+# while tracing (x.shape holds traced 0-d tensors, hashed by identity), but the hot path must
+# not read x.shape then: the tracer records it and names x's value after _plan_key's local
+# variable. torch.jit.trace's check traces again under no_grad, where only that run reached
+# the hot path, and its graph then differed from the trace's (TracingCheckError).
 _SOFTMAX_PLANS = _R.plans["softmax"]  # cleared in place by flashtune.dispatch.reset()
 _LOG_SOFTMAX_PLANS = _R.plans["log_softmax"]
 
@@ -143,7 +145,8 @@ def _hot_plan(plans, x, dim, dtype):
     if (dtype is None and not _is_compiling() and (type(x) is _Tensor or type(x) is _Parameter)
             and not x.is_neg() and not x._is_zerotensor()
             and not (x.requires_grad and _grad_enabled()) and not _dispatch_modes()
-            and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()):
+            and _forward_ad._current_level < 0 and type(dim) is int and not _functorch_active()
+            and _jit_tracing() is None):
         try:
             key = _plan_key(x, dim)
         except RuntimeError:

@@ -291,6 +291,30 @@ def test_jit_trace_records_the_op(fresh_db):
                                    torch.softmax(other, -1) + torch.log_softmax(other, 0))
 
 
+@pytest.mark.parametrize("name", PAIRS)
+def test_jit_trace_of_a_module_passes_its_own_check(fresh_db, name):
+    """torch.jit.trace(model, x) of a module with parameters: the trace runs with grad on (the
+    softmax input requires grad), and its default check (check_trace=True) traces again under
+    torch.no_grad() and compares the graphs. There the softmax input took the hot path, whose
+    x.shape the tracer records (a dead size node) and names the value after the hot path's
+    local variable: the graphs differed (%8 vs %x) and every such trace raised
+    TracingCheckError."""
+    ours, ref = PAIRS[name]
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 16, device=DEVICE)
+
+        def forward(self, a):
+            return ours(self.proj(a), 0)
+
+    model = Model()
+    traced = torch.jit.trace(model, torch.randn(3, 16, device=DEVICE))
+    x = torch.randn(5, 16, device=DEVICE)
+    torch.testing.assert_close(traced(x), ref(model.proj(x), 0))
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_library_ops_have_a_vmap_rule(fresh_db, op):
     """torch.ops.flashtune.* under vmap (e.g. vmap inside torch.compile): batch dim as rows."""
