@@ -300,3 +300,73 @@ def test_a_zero_tensor_input_gives_torchs_result(fresh_db, name):
         op(zero, -1).backward(g)
         grads.append(zero.grad)
     torch.testing.assert_close(grads[0], grads[1])
+
+
+# --- torch features around the call, as a model uses them -------------------------------------
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_autocast_result_dtype(fresh_db, name, dtype):
+    """README: CUDA autocast runs torch's softmax / log_softmax in float32 (its float32 list),
+    ours keeps the input dtype (``dtype=torch.float32`` gives torch's); CPU autocast leaves
+    torch's ops alone, and ours agrees with torch there."""
+    ours, ref = FNS[name]
+    x = torch.randn(4, 40, device=DEVICE).to(dtype)
+    for autocast_dtype in (torch.float16, torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=autocast_dtype):
+            out, expected = ours(x, -1), ref(x, -1)
+            assert out.dtype == (x.dtype if DEVICE == "cuda" else expected.dtype)
+            explicit = ours(x, -1, dtype=torch.float32)
+        assert explicit.dtype == torch.float32
+        torch.testing.assert_close(out.float(), expected.float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "softmax_backward",
+                                "log_softmax_backward"])
+def test_every_regime_is_deterministic(fresh_db, op):
+    """Under torch.use_deterministic_algorithms(True) (which also fills torch.empty with NaN,
+    exposing a workspace read before it is written) every regime runs, splits included, and two
+    runs are bitwise equal: the split partials are combined in a fixed order, not by atomics."""
+    from flashtune.gen.softmax_ops import softmax_backward, softmax_forward
+    from flashtune.gen.softmax_space import OPS
+
+    from softmax_cases import make_config, semantic_knobs
+
+    log = OPS[op].log
+    x = torch.randn(3, 200, device=DEVICE)
+    y = (torch.log_softmax if log else torch.softmax)(x, -1)
+    dy = torch.randn_like(y)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for regime in OPS[op].regimes:
+            # coop: a segment of 64 of 200 columns needs 4 splits (semantic_knobs' second set
+            # is 8 splits of 64); others: the first knob set
+            knobs = semantic_knobs(op, regime)[2 if regime == "coop" else 0]
+            config = make_config(op, regime, knobs, 200)
+            if OPS[op].direction == "fwd":
+                runs = [softmax_forward(x, -1, log=log, config=config) for _ in range(2)]
+            else:
+                runs = [softmax_backward(y, dy, -1, log=log, config=config) for _ in range(2)]
+            assert torch.equal(runs[0], runs[1]), regime
+            assert not runs[0].isnan().any(), regime
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("name", FNS)
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpoint_gradients_match_torch(fresh_db, name, reentrant):
+    """torch.utils.checkpoint recomputes the forward in the backward (with grad on): the
+    recomputed output must be what the first forward gave (non-reentrant checks its metadata)
+    and the gradient torch's."""
+    from torch.utils.checkpoint import checkpoint
+
+    ours, ref = FNS[name]
+    x = torch.randn(5, 24, device=DEVICE, requires_grad=True)
+    g = torch.randn(5, 24, device=DEVICE)
+    grads = []
+    for fn in (ours, ref):
+        x.grad = None
+        checkpoint(lambda t: fn(t * 2.0, 0) * 3.0, x, use_reentrant=reentrant).backward(g)
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
