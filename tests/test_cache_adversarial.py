@@ -650,6 +650,91 @@ def test_import_rejects_keys_no_problem_can_have(tmp_path, capsys, field, value,
         assert check.winners() == []
 
 
+# A 128 x 128 tile of 4 warps holds 384 values per thread at head dim 256 (at most 256 fit).
+_BIG_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}
+
+
+@pytest.mark.parametrize("op, dtype, bucket, config, reason", [
+    # rows of 4097 to 8192 columns: a row tile of 4096 holds none of them
+    ("softmax", "float16", {"rows_bucket": 4, "cols_bucket": 8192}, {"block": 4096},
+     "row regime with block 4096 cannot hold 4104 columns"),
+    # the audit's case: rows of 65 to 128 float32 columns, a tile of 16
+    ("softmax", "float32", {"rows_bucket": 4, "cols_bucket": 128},
+     {"regime": "row", "block": 16, "num_warps": 1}, "cannot hold 68 columns"),
+    ("attention_fwd", "float16", {"head_dim": 256, "nq_bucket": 128, "nk_bucket": 128,
+                                  "bh_bucket": 4, "causal": False}, _BIG_TILE,
+     "384 values per thread"),
+])
+def test_import_rejects_winners_that_run_no_problem_of_their_bucket(tmp_path, capsys, op, dtype,
+                                                                     bucket, config, reason):
+    # Defect (audit): such a row was imported (exit 0) and listed by show as a winner, yet the
+    # dispatcher never took it (every problem of its bucket ran the default), as it never
+    # reaches a bucket no problem has, which import already refused.
+    from flashtune.gen import op_spec
+
+    doc = _export_doc(tmp_path)
+    first = doc["winners"][0]
+    config = op_spec(op).space.complete({**(first["config"] if op == "softmax" else {}),
+                                         **config}).as_dict()
+    doc["winners"].append(dict(first, op=op, dtype=dtype, bucket=bucket, config=config))
+    target = tmp_path / "in.json"
+    target.write_text(json.dumps(doc))
+    db = tmp_path / "dst.sqlite"
+    rc, _, err = _cli(capsys, "import", str(target), "--db", str(db))
+    assert rc == 2 and "winners[1]" in err and "runs no problem of its bucket" in err, err
+    assert reason in err, err
+    _one_line_error(err, "import")
+    with TuneDB(db) as check:
+        assert check.winners() == []
+
+
+def test_show_marks_and_export_skips_winners_that_run_no_problem_of_their_bucket(tmp_path,
+                                                                                  capsys):
+    # Such a row already in a database (the Python API, or an older flashtune's import) is
+    # listed as ignored, and export leaves it out (the file must import again).
+    from flashtune.cache import ProblemKey
+
+    path = tmp_path / "tuned.sqlite"
+    narrow = ProblemKey.make("softmax", "float16", {"rows_bucket": 4, "cols_bucket": 8192})
+    _store(f"sqlite:///{path}", KEY, narrow)  # both hold row tiles of 4096 columns
+    rc, listed, _ = _cli(capsys, "show", "--all-devices", "--db", str(path))
+    marked = [line for line in listed.splitlines()
+              if "[ignored: runs no problem of its bucket]" in line]
+    assert rc == 0 and len(marked) == 1 and "4x8192" in marked[0], listed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TuneDB(path) as db:
+            assert db.export_json(tmp_path / "out.json") == 1
+    assert any("runs no problem of its bucket" in str(w.message) for w in caught)
+
+
+def test_import_takes_winners_that_run_only_the_narrowest_problems_of_their_bucket(tmp_path,
+                                                                                     capsys):
+    # A winner runs the problem it was tuned on, which may be narrower than its bucket's
+    # widest: rows of 2**30 + 4 float32 columns (bucket 2**31, whose widest row no kernel
+    # takes), or 2**30 + 1 rows one program each (the widest, 2**31, passes the grid limit).
+    from flashtune.cache import ProblemKey
+    from flashtune.gen import op_spec
+    from flashtune.gen.softmax_space import SoftmaxProblem, problem_bucket
+
+    space = op_spec("softmax").space
+    wide = space.complete({"regime": "online", "block": 4096, "num_warps": 8})
+    many = space.complete({"regime": "row", "block": 16, "num_warps": 1})
+    path = tmp_path / "src.sqlite"
+    with TuneDB(path) as db:
+        for problem, config in [(SoftmaxProblem(4, 2**30 + 4, "float32"), wide),
+                                (SoftmaxProblem(2**30 + 1, 16, "float32"), many)]:
+            key = ProblemKey.make("softmax", "float32", problem_bucket(problem))
+            db.upsert_winner(DEV, FAMILY, key, config.as_dict(), median_ms=1.0, p20_ms=1.0,
+                             p80_ms=1.0, trials=1)
+        assert db.export_json(tmp_path / "out.json") == 2
+    rc, _, err = _cli(capsys, "import", str(tmp_path / "out.json"), "--db",
+                      str(tmp_path / "dst.sqlite"))
+    assert rc == 0, err
+    with TuneDB(tmp_path / "dst.sqlite") as check:
+        assert len(check.winners()) == 2
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_softmax_keys_are_checked_like_the_problem_bucket(dtype):
     # Every bucket problem_bucket gives passes, rows not of whole vectors (a row_grain field)

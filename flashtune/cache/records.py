@@ -61,6 +61,18 @@ def check_key(key: ProblemKey) -> None:
     check_problem_key(key.op, key.dtype, key.bucket_dict())
 
 
+def check_fits_bucket(key: ProblemKey, config: Mapping[str, Any]) -> None:
+    """ValueError unless the (valid) config runs some problem of the key's (checked) bucket:
+    the dispatcher never serves one that runs none, e.g. a row tile narrower than every row
+    of its bucket."""
+    from ..gen.problem_keys import bucket_misfit
+
+    misfit = bucket_misfit(key.op, key.dtype, key.bucket_dict(), config)
+    if misfit is not None:
+        raise ValueError(f"the config runs no problem of its bucket ({misfit}): the "
+                         "dispatcher would never use it")
+
+
 def config_json(op: str, config: Any) -> str:
     return canonical_json(validated_config(op, config))
 

@@ -2,7 +2,8 @@
 
 Import trusts nothing: every row must have exactly the expected fields with the expected types,
 its dtype and bucket must be a key the op's problems can have (``gen.problem_keys``), and its
-config must pass the op's variant space (``gen.validate_config``). One bad row rejects
+config must pass the op's variant space (``gen.validate_config``) and run some problem of its
+bucket (``gen.problem_keys.bucket_misfit``). One bad row rejects
 the whole file with a message naming the row and the reason.
 """
 
@@ -15,11 +16,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..regular_file import create_temp_beside, open_regular_file
-from .keys import DeviceInfo, ProblemKey
+from .keys import DeviceInfo, ProblemKey, canonical_json
 from .models import KEY_COLUMNS, SCHEMA_VERSION, WinnerRow
 from .records import (MAX_QUOTED_KEY, MAX_QUOTED_REASON, DuplicateKey, Winner, check_family_hash,
-                      check_key, check_timing, check_trials, clip, config_json,
-                      op_winner_from_row, unique_keys, utc)
+                      check_fits_bucket, check_key, check_timing, check_trials, clip,
+                      op_winner_from_row, unique_keys, utc, validated_config)
 
 FORMAT = "flashtune-winners"
 _ROW_FIELDS = {"device", "family_hash", "op", "dtype", "bucket", "config", "median_ms", "p20_ms",
@@ -266,11 +267,13 @@ def row_values(row: Any) -> dict[str, Any]:
         raise TypeError(f"flashtune_version must be a non-empty str, got {row['flashtune_version']!r}")
     if type(row["tuned_at"]) is not str:
         raise TypeError(f"tuned_at must be an ISO 8601 str, got {row['tuned_at']!r}")
+    config = validated_config(key.op, row["config"])
+    check_fits_bucket(key, config)
     values = {
         "device_name": info.name, "capability": info.capability, "sm_count": info.sm_count,
         "triton_version": info.triton_version, "family_hash": check_family_hash(row["family_hash"]),
         "op": key.op, "dtype": key.dtype, "bucket": key.bucket_json(),
-        "config": config_json(key.op, row["config"]), "median_ms": median, "p20_ms": p20,
+        "config": canonical_json(config), "median_ms": median, "p20_ms": p20,
         "p80_ms": p80, "trials": check_trials(row["trials"]),
         "flashtune_version": row["flashtune_version"], "tuned_at": utc(row["tuned_at"]),
     }

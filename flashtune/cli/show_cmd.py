@@ -7,7 +7,7 @@ tuner measured that config for the bucket (the cache keeps trials, not peers suc
 torch.softmax; a "-" means no such timing was stored), trial count and the config. Winners
 tuned on other template versions or space revisions (another family hash) are marked "stale":
 the dispatcher ignores them, as it ignores winners whose bucket no problem can have (edited in
-the database: marked "ignored").
+the database) or whose config runs no problem of its bucket (both marked "ignored").
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _default_speedup(db, winner) -> str:
 
 def run(args) -> int:
     from ..cache import TuneDB
-    from ..cache.records import check_key
+    from ..cache.records import check_fits_bucket, check_key
     from ..dispatch import RUNTIME
     from ..dispatch.settings import as_set
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
@@ -107,6 +107,11 @@ def run(args) -> int:
                 check_key(w.key)
             except (TypeError, ValueError):  # the runtime and export skip it (op_winner_from_row)
                 config += "  [ignored: no problem has this bucket]"
+            else:
+                try:  # e.g. stored by an older flashtune, whose import let it in
+                    check_fits_bucket(w.key, w.config)
+                except ValueError:  # the dispatcher never takes it; export leaves it out
+                    config += "  [ignored: runs no problem of its bucket]"
             row = [w.key.op, w.key.dtype, shape, f"{w.median_ms:.4f}", _default_speedup(db, w),
                    str(w.trials), config]
             if device is None:

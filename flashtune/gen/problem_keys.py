@@ -48,6 +48,20 @@ def check_problem_key(op: str, dtype: Any, bucket: Any) -> None:
         raise TypeError(f"bucket causal must be true or false, got {bucket['causal']!r}")
 
 
+def bucket_misfit(op: str, dtype: str, bucket: Mapping[str, Any],
+                  config: Mapping[str, Any]) -> str | None:
+    """Why a valid config runs no problem of this bucket (checked by ``check_problem_key``),
+    or None when it runs some. The dispatcher takes a winner only for problems it fits, so a
+    winner that fits none of its bucket's is dead weight, as a bucket no problem has is."""
+    if op in softmax_space.OPS:
+        return softmax_space.problem_misfit(config, softmax_space.narrowest_problem(bucket, dtype))
+    # An attention config's misfit depends on the head dim alone, one value per bucket.
+    problem = attention_space.AttentionProblem(
+        bucket["bh_bucket"], 1, 1, bucket["nq_bucket"], bucket["nk_bucket"], bucket["head_dim"],
+        bucket["causal"], dtype)
+    return attention_space.problem_misfit(config, problem)
+
+
 def _check_softmax_bucket(dtype: str, bucket: Mapping[str, Any]) -> None:
     grain = softmax_space.GRAIN_FIELD
     _check_fields(bucket, ("cols_bucket", "rows_bucket", grain) if grain in bucket

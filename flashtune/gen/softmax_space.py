@@ -274,6 +274,22 @@ def bucket_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
     return SoftmaxProblem(int(bucket["rows_bucket"]), n_cols, dtype)
 
 
+def narrowest_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
+    """The smallest problem of a bucket (one ``check_problem_key`` accepted): the fewest rows
+    and the fewest columns of the bucket's grain. ``problem_misfit`` only grows with rows and
+    columns, so a config that cannot run this problem runs none of the bucket's (what import
+    checks a winner's config against). Not ``bucket_problem``: a winner tuned on a narrower
+    problem than the widest may not fit that one (rows past the grid limit; columns past
+    MAX_COLS in the widest columns bucket)."""
+    rows, n_cols = int(bucket["rows_bucket"]), int(bucket["cols_bucket"])
+    n_rows = rows // 2 + 1 if rows > 1 else 1
+    # Rows without the grain field hold whole vectors: their lengths are multiples of one.
+    step = int(bucket.get(GRAIN_FIELD, _vector(SoftmaxProblem(n_rows, n_cols, dtype))))
+    # The first multiple of the grain past half the bucket (powers of two: an odd multiple of
+    # the grain when the bucket is wider than two grains, else the grain itself).
+    return SoftmaxProblem(n_rows, (n_cols // 2) // step * step + step, dtype)
+
+
 def problem_misfit(config: Config, problem: SoftmaxProblem) -> str | None:
     """Why a valid config cannot run this problem, or None if it can."""
     if problem.n_cols > MAX_COLS:
