@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from dispatch_helpers import fresh_db  # noqa: F401
 from flashtune.cli import main
@@ -37,6 +39,29 @@ def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "flashtune", "source", "softmax"],
                             capture_output=True, text=True, check=True)
     assert "@triton.jit" in result.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the kernels run")
+@pytest.mark.parametrize("op, shape, runs", [
+    ("softmax", "3x5", "torch computes softmax of CPU tensors, no flashtune kernel runs"),
+    ("attention_fwd", "1x2x64x16", "flashtune.attention of CPU tensors raises ValueError"),
+])
+def test_source_dispatch_says_what_runs_without_gpu_or_interpreter(tmp_path, op, shape, runs):
+    # Defect (audit): without a GPU and without TRITON_INTERPRET=1, --dispatch printed "on
+    # triton-interpreter" and a kernel pick, though the runtime computed CPU softmax with torch
+    # (and CPU attention raised ValueError). TRITON_INTERPRET is fixed once Triton is imported:
+    # a process of its own.
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    env.update(FLASHTUNE_DB=f"sqlite:///{tmp_path / 'none.sqlite'}",
+               FLASHTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "-m", "flashtune", "source", op, "--dispatch",
+                             "--shape", shape], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("# dispatch: ")]
+    assert len(said) == 2 and "TRITON_INTERPRET=1 is not set" in said[0] and runs in said[0], said
+    assert said[1].startswith("# dispatch: with TRITON_INTERPRET=1, "), said
+    assert "@triton.jit" in result.stdout  # the source the interpreter would run
 
 
 def test_source_attention(capsys):

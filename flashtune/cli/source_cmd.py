@@ -117,19 +117,24 @@ def run(args) -> int:
         from ..dispatch import RUNTIME, attention_choice, choice
         from ..dispatch.settings import as_set
 
+        here = _no_kernels_here(args.op, spec.family, RUNTIME.settings.interpreter)
+        # Without kernels here the pick below is the interpreter's: say so on each line.
+        under = "" if here is None else "with TRITON_INTERPRET=1, "
+        if here is not None:
+            print(f"# dispatch: {here}", file=sys.stderr)
         if RUNTIME.disabled:
             # FLASHTUNE_DISABLE=1: no tuned winner runs (the dispatcher's pick would name one)
             config = family.default_config(spec, problem).as_dict()
             runs = ("the heuristic default config (the database is not read)"
                     if spec.family == "attention" else
                     "torch's op runs, no flashtune kernel; below: the heuristic default's source")
-            print(f"# dispatch: {as_set('FLASHTUNE_DISABLE')}: {runs}", file=sys.stderr)
+            print(f"# dispatch: {under}{as_set('FLASHTUNE_DISABLE')}: {runs}", file=sys.stderr)
         else:
             if spec.family == "attention":
                 picked = attention_choice(problem)
             else:
                 picked = choice(args.op, (problem.n_rows, problem.n_cols), args.dtype)
-            print(f"# dispatch: {picked.describe()}", file=sys.stderr)
+            print(f"# dispatch: {under}{picked.describe()}", file=sys.stderr)
             config = picked.config.as_dict()
             origin = "the dispatcher's pick"
     else:
@@ -161,6 +166,24 @@ def run(args) -> int:
         # folder cannot be written): a path to a file that is not there yet is no help.
         print(f"# source file: {write_source(variant)}", file=sys.stderr)
     return 0
+
+
+def _no_kernels_here(op: str, family: str, interpreter: bool) -> str | None:
+    """What the runtime does on this machine when it runs no flashtune kernel (no CUDA GPU and
+    TRITON_INTERPRET unset: README's "What runs where"), or None where kernels run. The
+    dispatcher's pick is then the interpreter's: without this line --dispatch printed "on
+    triton-interpreter" and a kernel, though torch computed CPU softmax."""
+    import torch
+
+    if interpreter or torch.cuda.is_available():
+        return None
+    if family == "attention":
+        runs = ("flashtune.attention of CPU tensors raises ValueError (it needs CUDA tensors, "
+                "or TRITON_INTERPRET=1 for Triton's interpreter)")
+    else:
+        runs = f"torch computes {op} of CPU tensors, no flashtune kernel runs"
+    return (f"no CUDA GPU here and TRITON_INTERPRET=1 is not set: {runs}; below: the source "
+            "Triton's interpreter would run with TRITON_INTERPRET=1")
 
 
 def _with_defaults_named(err: ValueError, config: dict, given: dict, origin: str) -> str:
