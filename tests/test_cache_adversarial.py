@@ -629,8 +629,10 @@ def test_cli_warnings_are_one_line(tmp_path):
      "row_grain must be a power of two"),
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": 3},
      "row_grain must be a power of two"),
-    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": 8},
-     "no float16 problem's bucket"),   # a whole vector: such rows have no grain field
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 4096, "row_grain": 16},
+     "row_grain must be a power of two in [1, 8]"),   # whole rows have no grain field
+    ("bucket", {"rows_bucket": 4096, "cols_bucket": 8, "row_grain": 4},
+     "no float16 problem's bucket"),   # 5-8 columns: grain 1, 2 or 8 (of 16), never 4 alone
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 4, "row_grain": 2},
      "no float16 problem's bucket"),   # 3 or 4 columns: grain 1 or 4, never 2
     ("bucket", {"rows_bucket": 4096, "cols_bucket": 4}, "no float16 problem's bucket"),
@@ -657,7 +659,7 @@ _BIG_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}
 @pytest.mark.parametrize("op, dtype, bucket, config, reason", [
     # rows of 4097 to 8192 columns: a row tile of 4096 holds none of them
     ("softmax", "float16", {"rows_bucket": 4, "cols_bucket": 8192}, {"block": 4096},
-     "row regime with block 4096 cannot hold 4104 columns"),
+     "row regime with block 4096 cannot hold 4112 columns"),
     # the audit's case: rows of 65 to 128 float32 columns, a tile of 16
     ("softmax", "float32", {"rows_bucket": 4, "cols_bucket": 128},
      {"regime": "row", "block": 16, "num_warps": 1}, "cannot hold 68 columns"),
@@ -742,7 +744,8 @@ def test_softmax_keys_are_checked_like_the_problem_bucket(dtype):
     from flashtune.gen.problem_keys import check_problem_key
     from flashtune.gen.softmax_space import SoftmaxProblem, bucket_problem, problem_bucket
 
-    vector = 4 if dtype == "float32" else 8
+    # Whole rows: of one 16-byte vector (fp32), of 16 elements (fp16/bf16: _whole_width).
+    vector = 4 if dtype == "float32" else 16
     for n_cols in [*range(1, 70), 100, 4095, 4096, 50257, 65534, 65536, 1 << 20]:
         bucket = problem_bucket(SoftmaxProblem(7, n_cols, dtype))
         check_problem_key("softmax_backward", dtype, bucket)

@@ -109,7 +109,12 @@ def test_odd_widths_take_only_winners_tuned_on_their_own_row_grain(fresh_db):
     picked = dispatch.choice("softmax", (4096, 50257), "float16", DEVICE)
     assert picked.how == "default" and picked.config["align"] is True
     assert picked.bucket == {"rows_bucket": 4096, "cols_bucket": 65536, "row_grain": 1}
-    assert dispatch.choice("softmax", (4096, 65528), "float16", DEVICE).how == "exact"
+    assert dispatch.choice("softmax", (4096, 65520), "float16", DEVICE).how == "exact"
+    # 8 mod 16 columns are a grain of their own (Triton sees no multiple of 16 there, and
+    # the aligned one's winner, without the aligned walk, ran 2.2x slower: H200, session 36).
+    picked = dispatch.choice("softmax", (4096, 65528), "float16", DEVICE)
+    assert picked.how == "default" and picked.config["align"] is True
+    assert picked.bucket == {"rows_bucket": 4096, "cols_bucket": 65536, "row_grain": 8}
 
     seed(fresh_db, "softmax", "float16", (2048, 40001), odd)
     dispatch.reset()
@@ -171,7 +176,7 @@ def test_winners_serve_only_widths_their_tiles_suit(fresh_db):
     online = dict(row_config(8192, warps=8), regime="online", num_stages=2)
     seed(fresh_db, "softmax", "float32", (1024, 65536), online)
     assert dispatch.choice("log_softmax_backward", (65536, 128), "float16", DEVICE).how == "default"
-    picked = dispatch.choice("log_softmax_backward", (16384, 3000), "float16", DEVICE)
+    picked = dispatch.choice("log_softmax_backward", (16384, 3008), "float16", DEVICE)
     assert picked.how == "nearest" and picked.config["block"] == 4096
     assert dispatch.choice("softmax", (2048, 3000), "float32", DEVICE).how == "default"
     assert dispatch.choice("softmax", (2048, 5000), "float32", DEVICE).how == "nearest"

@@ -107,8 +107,8 @@ def test_session_writes_trials_and_winners(tmp_path):
     assert {(w.key.op, w.key.dtype) for w in winners} == {("softmax", "float32"),
                                                         ("softmax_backward", "float16")}
     w = next(w for w in winners if w.key.op == "softmax_backward")
-    assert w.key == ProblemKey.make("softmax_backward", "float16",
-                                    {"rows_bucket": 4, "cols_bucket": 1024})
+    assert w.key == ProblemKey.make("softmax_backward", "float16",  # 1000: 8 mod 16 columns
+                                    {"rows_bucket": 4, "cols_bucket": 1024, "row_grain": 8})
     assert len(db.trials(w.device, w.family_hash, w.key)) == 4
     db.close()
 

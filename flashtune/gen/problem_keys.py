@@ -70,7 +70,7 @@ def _check_softmax_bucket(dtype: str, bucket: Mapping[str, Any]) -> None:
     # problem_bucket rounds columns up: the widest row a kernel takes, rounded up
     _check_pow2(bucket, "cols_bucket", 1 << (softmax_space.MAX_COLS - 1).bit_length())
     if grain in bucket:
-        _check_pow2(bucket, grain, 8)
+        _check_pow2(bucket, grain, 8)  # below a 16-bit row's whole width (16)
     # The widest problem of the bucket's grain must give this very bucket: refuses a grain no
     # row length of these columns has (fp16 columns bucket 4 with grain 2), a grain of a whole
     # vector (problem_bucket leaves such rows without the field), and rows of fewer than one

@@ -130,7 +130,10 @@ _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
 # 2: row tiles below 16 columns and up to 512 rows per program (twenty-third session). Winners
 # tuned before could not pick them (rows of 1-8 columns kept a 16-column tile, up to 2.8x
 # slower than the new default), so they are winners of another family now (VariantSpace).
-SPACE_REVISION = 2
+SPACE_REVISION = 3
+# 3: 16-bit rows of 8 mod 16 columns are a grain of their own (row_grain 8) and take the
+# aligned walk (session 36, _whole_width): winners tuned before were filed with rows of 16 and
+# could not pick it (2.2x slower there), so they are winners of another family too.
 _ALIGN = Param("align", bool, (False, True), False,
                "online: walk each row from the 16-byte boundary at or before its start, so rows "
                "of odd width load and store whole 16-byte vectors (the partial vectors at both "
@@ -223,15 +226,16 @@ class SoftmaxProblem:
     dtype: str  # "float16" | "bfloat16" | "float32"
 
 
-# The bucket field of rows that are not a whole number of 16-byte vectors (see problem_bucket).
+# The bucket field of rows that are not whole (see problem_bucket, _whole_width).
 GRAIN_FIELD = "row_grain"
 
 
 def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
     """Cache-key fields of a problem: rows and columns rounded up to powers of two and, for rows
-    that are not a whole number of 16-byte vectors, ``row_grain``: the largest power of two
-    that divides the row length (1 for odd widths, 2 for widths of 2 mod 4, and for 16-bit
-    rows 4 for widths of 4 mod 8).
+    that are not whole (a multiple of 16 elements for fp16/bf16, of one 16-byte vector for
+    fp32: ``_whole_width``), ``row_grain``: the largest power of two that divides the row
+    length (1 for odd widths, 2 for widths of 2 mod 4, and for 16-bit rows 4 for widths of 4
+    mod 8 and 8 for widths of 8 mod 16).
 
     Every config that fits a bucket's largest problem fits all its problems (the row regime
     needs block >= n_cols, and n_cols <= the columns bucket).
@@ -245,22 +249,24 @@ def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
     tiles than narrow even ones (H100, CUDA-graph replay: 200000 x 33 fp16 ran 17 us with its
     1-warp 512-element tiles against 35 us with the tiles of 200000 x 36's default). With
     the field, a problem takes only winners tuned on its own grain (exact, and nearest: a
-    field the dispatcher matches exactly), else the default. Aligned widths keep the
-    two-field bucket.
+    field the dispatcher matches exactly), else the default. Whole widths keep the
+    two-field bucket. (16-bit widths of 8 mod 16 had it until session 36, where a winner of
+    a width of 16 ran 2.2x slower on them than the aligned walk: _whole_width.)
     """
     bucket = {"rows_bucket": _next_pow2(problem.n_rows), "cols_bucket": _next_pow2(problem.n_cols)}
     grain = row_grain(problem)
-    if grain < _vector(problem):
+    if grain < _whole_width(problem):
         bucket[GRAIN_FIELD] = grain
     return bucket
 
 
 def row_grain(problem: SoftmaxProblem) -> int:
-    """The largest power of two, up to one 16-byte vector of elements, that divides the row
-    length: the vector width rows of a contiguous (rows, cols) tensor can be loaded with."""
-    vector = _vector(problem)
+    """The largest power of two, up to ``_whole_width`` elements, that divides the row length:
+    the vector width rows of a contiguous (rows, cols) tensor can be loaded with (up to one
+    16-byte vector), and for 16-bit rows whether Triton sees the width as a multiple of 16."""
+    whole = _whole_width(problem)
     lowest = problem.n_cols & -problem.n_cols
-    return vector if lowest == 0 or lowest > vector else lowest
+    return whole if lowest == 0 or lowest > whole else lowest
 
 
 def bucket_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
@@ -283,8 +289,8 @@ def narrowest_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
     MAX_COLS in the widest columns bucket)."""
     rows, n_cols = int(bucket["rows_bucket"]), int(bucket["cols_bucket"])
     n_rows = rows // 2 + 1 if rows > 1 else 1
-    # Rows without the grain field hold whole vectors: their lengths are multiples of one.
-    step = int(bucket.get(GRAIN_FIELD, _vector(SoftmaxProblem(n_rows, n_cols, dtype))))
+    # Rows without the grain field are whole (_whole_width): their lengths are multiples of it.
+    step = int(bucket.get(GRAIN_FIELD, _whole_width(SoftmaxProblem(n_rows, n_cols, dtype))))
     # The first multiple of the grain past half the bucket (powers of two: an odd multiple of
     # the grain when the bucket is wider than two grains, else the grain itself).
     return SoftmaxProblem(n_rows, (n_cols // 2) // step * step + step, dtype)
@@ -597,9 +603,21 @@ def _vector(problem: SoftmaxProblem) -> int:
     return 16 // _elem_bytes(problem)
 
 
+def _whole_width(problem: SoftmaxProblem) -> int:
+    """The multiple of which a row length must be for the loop kernels (online, split) to load
+    whole 16-byte vectors without the aligned walk (``align``). fp32: one vector (4). fp16 and
+    bf16: 16, not one vector's 8. Triton's launcher specializes an integer argument on
+    divisibility by 16 only, so a width of 8 mod 16 tells the kernel nothing: its masks and
+    row starts are taken element by element. H200, session 36, 16-bit 2670 x 50264 ran
+    360 us against 164 us with the aligned walk and 158 us for 50272; fp32 4096 x 50264 ran
+    as fast as 50272 (180 us) without it."""
+    return 16 if _elem_bytes(problem) == 2 else _vector(problem)
+
+
 def _rows_aligned(problem: SoftmaxProblem) -> bool:
-    """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary."""
-    return problem.n_cols % _vector(problem) == 0
+    """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary that the
+    loop kernels can see (see _whole_width)."""
+    return problem.n_cols % _whole_width(problem) == 0
 
 
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
