@@ -126,8 +126,10 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
     kernel = getattr(module, f"_{op}_{cfg['regime']}")
     # the split kernel's launch-time constexpr, as launch() decides it for 64-column segments
     # (the coop kernel has no loop statistics to compensate)
-    compensate = (dict(COMPENSATE=module._compensate(64 // cfg["block"]))
+    # and its row length and strides in grains (250 fp32 columns: 2), as launch() passes them
+    compensate = (dict(COMPENSATE=module._compensate(64 // cfg["block"]), GRAIN=2)
                   if cfg["regime"] == "split" else {})
+    grain = compensate.get("GRAIN", 1)
     counters = torch.zeros(2 + 2 * 5, dtype=torch.int32)
     for n_rows in (5, 3):
         x = torch.randn(n_rows, 250) * 3
@@ -136,9 +138,9 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
         x[-1, 7] = float("nan")
         y = torch.empty_like(x)
         stats = torch.empty(2, n_rows * 4)
-        kernel[(n_rows * 4,)](x, y, stats[0], stats[1], counters, n_rows, 250, x.stride(0),
-                              y.stride(0), 64, n_rows * 4, BLOCK=cfg["block"], SPLITS=4,
-                              PHASE=0, MAX_POLLS=2, **compensate)
+        kernel[(n_rows * 4,)](x, y, stats[0], stats[1], counters, n_rows, 250 // grain,
+                              x.stride(0) // grain, y.stride(0) // grain, 64, n_rows * 4,
+                              BLOCK=cfg["block"], SPLITS=4, PHASE=0, MAX_POLLS=2, **compensate)
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
         assert counters.tolist() == [0] * len(counters), f"counters left at {counters.tolist()}"
@@ -181,10 +183,11 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
         x[0, :64] = float("-inf")  # a segment (chunks of 128: half of one) of -inf in a finite row
         x[-1, 7] = float("nan")
         y = torch.full_like(x, 123.0)
-        kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 250, x.stride(0),
-                            y.stride(0), seg_len, n_rows * 4, written[1 - half], programs,
+        # row length and strides in grains (250 fp32 columns: 2), as launch() passes them
+        kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 125, x.stride(0) // 2,
+                            y.stride(0) // 2, seg_len, n_rows * 4, written[1 - half], programs,
                             BLOCK=cfg["block"], SPLITS=4, MAX_POLLS=2,
-                            COMPENSATE=module._compensate(seg_len // block))
+                            COMPENSATE=module._compensate(seg_len // block), GRAIN=2)
         written = [n_rows * 4, 0] if half == 0 else [0, n_rows * 4]
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
