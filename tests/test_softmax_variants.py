@@ -196,6 +196,30 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
         assert tickets.tolist() == [0, 0], f"ticket counters left at {tickets.tolist()}"
 
 
+def test_split_partials_are_made_once_per_stream_and_grow():
+    """The split launches' (m, d) partials come from one workspace per stream (allocating and
+    indexing a new one cost host time on every call), grown for a larger launch; launches of
+    another size after it still give torch's result."""
+    from flashtune.gen import row_sync
+
+    device = torch.device("cpu")
+    row_sync._STATS.pop((device, 0), None)
+    m1, d1 = row_sync.split_stats(device, 10)
+    m2, d2 = row_sync.split_stats(device, 10)
+    assert (m1.data_ptr(), d1.data_ptr()) == (m2.data_ptr(), d2.data_ptr()) and m1.numel() >= 10
+    assert m1.data_ptr() != d1.data_ptr()
+    grown, _ = row_sync.split_stats(device, 5000)
+    assert grown.numel() >= 5000
+    if not loader.interpreter_mode():
+        return
+    cfg = OPS["softmax"].space.complete(dict(regime="split", splits=4, block=16, num_warps=1))
+    for n_rows, n_cols in ((3, 100), (300, 70), (2, 130)):
+        x = torch.randn(n_rows, n_cols)
+        y = torch.empty_like(x)
+        load_variant("softmax", cfg).launch(x, y)
+        torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
 def test_polled_partials_alternate_halves_and_never_hand_out_stale_words():
     """Host side of the persistent split's workspace: each launch gets the half the launch
     before did not write (all zero) and is told how many words of the other half to zero; a
