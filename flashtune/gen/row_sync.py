@@ -164,9 +164,10 @@ def split_stats(device: torch.device, n_programs: int) -> tuple[torch.Tensor, to
     (m and d; the backward's sums use the first) on the current stream. Made once per stream
     and reused: launches on one stream run one after another, and each writes every partial
     it reads before reading it. A fresh pair while a CUDA graph is being captured (see
-    _stream_key). Allocating and indexing them on every call cost about 8 us of the one-launch
-    split's host time (H200, session 36, 16 x 50257: 56 us a call)."""
-    key = _stream_key(device)
+    _stream_key), and off CUDA: the Triton interpreter has no streams, and launches from two
+    threads run at once there. Allocating and indexing them on every call took 20-30 us of the
+    one-launch split's host time (H200, session 36: 16 x 50257 from 52 to 32 us a call)."""
+    key = _stream_key(device) if device.type == "cuda" else None
     if key is None:
         stats = torch.empty((2, n_programs), dtype=torch.float32, device=device)
         return stats[0], stats[1]
