@@ -1,13 +1,16 @@
-"""Host side of the row sync that one-launch kernels use (coop and fused split regimes).
+"""Host side of the row sync that one-launch kernels use (coop and fused split regimes), and
+the split regime's partials.
 
 A one-launch kernel spreads each row over SPLITS programs that exchange partial (m, d) states
-through global memory and wait for each other. Two kinds of workspace, both kept per (device,
+through global memory and wait for each other. Three kinds of workspace, all kept per (device,
 stream): launches on one stream run one after another, while launches on different streams may
 run at the same time and must not share them.
 
 - Counters (coop, fused split; the `row_barrier` macro of ``_softmax_common.py.jinja``): zeroed
   int32 [tickets, done, arrivals per row, departures per row]. The kernel leaves them zero when
   it ends, so they are zeroed only when allocated.
+- Split partials (the split regime's other launches, one-launch or two; `split_stats`): one
+  fp32 (m, d) pair per program, written before it is read within a launch (or its pair).
 - Polled partials (the persistent fused split): each partial is one 64-bit word that readers
   poll directly (no arrival counter, no fences; zero means "not yet"). Two halves alternate
   between launches: a launch writes its half and zeroes the other, which the launch before
