@@ -9,8 +9,9 @@ run at the same time and must not share them.
 - Counters (coop, fused split; the `row_barrier` macro of ``_softmax_common.py.jinja``): zeroed
   int32 [tickets, done, arrivals per row, departures per row]. The kernel leaves them zero when
   it ends, so they are zeroed only when allocated.
-- Split partials (the split regime's other launches, one-launch or two; `split_stats`): one
-  fp32 (m, d) pair per program, written before it is read within a launch (or its pair).
+- Split partials (the split regime's launches but the persistent one's, forward and backward;
+  `split_stats`): one fp32 (m, d) pair per program, written before it is read within a launch
+  (or its pair of launches); per CUDA stream only.
 - Polled partials (the persistent fused split): each partial is one 64-bit word that readers
   poll directly (no arrival counter, no fences; zero means "not yet"). Two halves alternate
   between launches: a launch writes its half and zeroes the other, which the launch before
