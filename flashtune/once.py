@@ -47,10 +47,19 @@ def warn_at_user(message: str, category: type[Warning]) -> None:
     internal = _internal_folders()
     frame = sys._getframe(1)  # our caller: warnings.warn's stacklevel 2 from here
     level = 2
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(internal):
+    while frame.f_back is not None and (frame.f_code.co_filename.startswith(internal)
+                                        or _is_importlib(frame.f_code.co_filename)):
         frame = frame.f_back
-        level += 1
+        # warnings.warn skips importlib's frames as it counts (a notice said while flashtune
+        # is imported names the user's import line): they must not count here either.
+        if not _is_importlib(frame.f_code.co_filename):
+            level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _is_importlib(filename: str) -> bool:
+    """The test warnings.warn uses to skip the import machinery's frames."""
+    return "importlib" in filename and "_bootstrap" in filename
 
 
 _FLASHTUNE_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep

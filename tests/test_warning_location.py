@@ -68,3 +68,25 @@ def test_a_corrupt_database_is_said_at_the_users_attention_call(fresh_db, monkey
     expected = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
     torch.testing.assert_close(out.double(), expected, atol=2e-3, rtol=0)
     assert said and [(w.filename, w.category) for w in said] == [(__file__, CacheWarning)] * len(said)
+
+
+def test_a_bad_switch_at_import_is_said_at_the_users_import(tmp_path):
+    """A FLASHTUNE_* switch's bad value is said when flashtune is imported: at the user's
+    `import flashtune`, not inside flashtune. warnings.warn skips importlib's frames when it
+    counts stacklevel, so they must not count (they named flashtune/dispatch/attention.py)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "user.py"
+    script.write_text("import warnings\nwarnings.simplefilter('always')\nimport torch\n"
+                      "import flashtune  # the line a notice should name\n")
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "FLASHTUNE_LOG": "maybe",
+           "FLASHTUNE_DB": f"sqlite:///{tmp_path / 'none.sqlite'}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{script}:4: DispatchWarning: FLASHTUNE_LOG='maybe'" in done.stderr, done.stderr
