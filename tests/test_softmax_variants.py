@@ -404,3 +404,43 @@ def test_early_twins_of_the_paired_default_name_the_kernel_they_run():
         if c["paired_loads"]:
             assert c["splits"] * c["block"] >= problem.n_cols and c["num_stages"] == 1
     assert any(not c["paired_loads"] and c["block"] == base["block"] // 2 for c in chunks)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax_backward"])
+def test_split_rows_strided_past_int32_in_elements(op, tmp_path):
+    """A row stride of 2**31 + 1024 elements arrives in grains (8 fp16 elements: 2**28 + 128,
+    an int32), and the kernel must multiply it back in 64 bits: in 32 the second row's start
+    wrapped to 2**31 - 1024 elements before the first (a segfault, or another row's data).
+    The storage is a sparse file mapped shared, so only the pages touched take memory; x sits
+    2**31 elements in, so a wrapped start still lands inside it (zeros there)."""
+    if not loader.interpreter_mode():
+        pytest.skip("interpreter only: on a GPU the views' storage is not a mapped file")
+    stride, n_cols = 2**31 + 1024, 1024
+    size = 2**31 + stride + n_cols
+    path = tmp_path / "sparse.bin"
+    with open(path, "wb") as f:
+        f.truncate(2 * size)
+    flat = torch.from_file(str(path), shared=True, size=size, dtype=torch.float16)
+
+    def view():
+        return flat.as_strided((2, n_cols), (stride, 1), storage_offset=2**31)
+
+    cfg = OPS[op].space.complete(dict(regime="split", splits=4, block=64, num_warps=1))
+    x = torch.randn(2, n_cols, dtype=torch.float16) * 3
+    if op == "softmax":
+        src = view()
+        src.copy_(x)
+        out = torch.empty(2, n_cols, dtype=torch.float16)
+        load_variant(op, cfg).launch(src, out)
+        expected = torch.softmax(x.double(), -1)
+    else:
+        y = torch.log_softmax(x.double(), -1).to(torch.float16)
+        y_view = view()
+        y_view.copy_(y)
+        dy = torch.randn(2, n_cols, dtype=torch.float16)
+        out = torch.empty(2, n_cols, dtype=torch.float16)
+        load_variant(op, cfg).launch(y_view, dy, out)
+        yd, dyd = y.double(), dy.double()
+        expected = dyd - torch.exp(yd) * dyd.sum(-1, keepdim=True)
+    atol = 1e-4 if op == "softmax" else 2e-2
+    torch.testing.assert_close(out.double(), expected, atol=atol, rtol=2e-2)
