@@ -344,3 +344,41 @@ def test_workspace_key_is_the_current_stream_gpu():
     with torch.cuda.stream(side):
         assert row_sync._stream_key(device) == (device, side.cuda_stream)
     assert side.cuda_stream != torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.parametrize("op", ["softmax", "softmax_backward"])
+def test_two_launch_splits_from_two_threads_on_one_stream_gpu(op):
+    """Two threads on the default stream, each running a split of two launches (statistics,
+    then output) on its own rows: a partials workspace shared per stream would let one
+    thread's first launch land between the other's two and overwrite its partials."""
+    import threading
+
+    from flashtune.gen import load_variant
+
+    cfg = OPS[op].space.complete(dict(regime="split", splits=8, block=1024, num_warps=4,
+                                      l2_hint=True))
+    module = load_variant(op, cfg)
+    failures = []
+
+    def work(seed):
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(4, 40000, device="cuda", generator=gen) * (1 + seed)
+        y = torch.softmax(x, -1)
+        dy = torch.randn(4, 40000, device="cuda", generator=gen)
+        out = torch.empty_like(x)
+        args = (x, out) if op == "softmax" else (y, dy, out)
+        expected = y if op == "softmax" else y * (dy - (dy * y).sum(-1, keepdim=True))
+        errors = []
+        for _ in range(200):
+            module.launch(*args)
+            errors.append((out - expected).abs().max())  # after this thread's launches
+        worst = torch.stack(errors).max().item()
+        if worst > 1e-5:
+            failures.append((seed, worst))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures

@@ -197,26 +197,30 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
 
 
 def test_split_partials_are_made_once_per_stream_and_grow():
-    """On a GPU the split launches' (m, d) partials come from one workspace per stream
+    """On a GPU a one-launch split's (m, d) partials come from one workspace per stream
     (allocating and indexing a new one cost host time on every call), grown for a larger
-    launch; in the interpreter fresh ones, and launches of several sizes give torch's
-    result."""
+    launch. A two-launch split gets fresh ones (another thread on the stream could enqueue
+    its first launch between them), and so does every launch in the interpreter (no streams,
+    two threads' launches at once); launches of several sizes give torch's result."""
     from flashtune.gen import row_sync
 
     if loader.interpreter_mode():
-        # No streams in the interpreter, and two threads' launches run at once: fresh ones.
-        first = row_sync.split_stats(torch.device("cpu"), 10)
-        assert first[0].data_ptr() != row_sync.split_stats(torch.device("cpu"), 10)[0].data_ptr()
+        first = row_sync.split_stats(torch.device("cpu"), 10, one_launch=True)
+        again = row_sync.split_stats(torch.device("cpu"), 10, one_launch=True)
+        assert first[0].data_ptr() != again[0].data_ptr()
     else:
         device = torch.device("cuda")
-        m1, d1 = row_sync.split_stats(device, 10)
-        m2, d2 = row_sync.split_stats(device, 10)
+        m1, d1 = row_sync.split_stats(device, 10, one_launch=True)
+        m2, d2 = row_sync.split_stats(device, 10, one_launch=True)
         assert (m1.data_ptr(), d1.data_ptr()) == (m2.data_ptr(), d2.data_ptr())
         assert m1.numel() >= 10 and m1.data_ptr() != d1.data_ptr()
-        grown, _ = row_sync.split_stats(device, 1 << 20)
+        two = row_sync.split_stats(device, 10, one_launch=False)
+        assert two[0].data_ptr() != m1.data_ptr()
+        grown, _ = row_sync.split_stats(device, 1 << 20, one_launch=True)
         assert grown.numel() >= 1 << 20
         with torch.cuda.stream(torch.cuda.Stream()):  # another stream: its own
-            assert row_sync.split_stats(device, 10)[0].data_ptr() != grown.data_ptr()
+            other = row_sync.split_stats(device, 10, one_launch=True)
+            assert other[0].data_ptr() != grown.data_ptr()
         return
     cfg = OPS["softmax"].space.complete(dict(regime="split", splits=4, block=16, num_warps=1))
     for n_rows, n_cols in ((3, 100), (300, 70), (2, 130)):

@@ -9,9 +9,8 @@ run at the same time and must not share them.
 - Counters (coop, fused split; the `row_barrier` macro of ``_softmax_common.py.jinja``): zeroed
   int32 [tickets, done, arrivals per row, departures per row]. The kernel leaves them zero when
   it ends, so they are zeroed only when allocated.
-- Split partials (the split regime's launches but the persistent one's, forward and backward;
-  `split_stats`): one fp32 (m, d) pair per program, written before it is read within a launch
-  (or its pair of launches); per CUDA stream only.
+- Split partials (the one-launch fused split; `split_stats`): one fp32 (m, d) pair per
+  program, written before it is read within the launch; per CUDA stream only.
 - Polled partials (the persistent fused split): each partial is one 64-bit word that readers
   poll directly (no arrival counter, no fences; zero means "not yet"). Two halves alternate
   between launches: a launch writes its half and zeroes the other, which the launch before
@@ -163,15 +162,19 @@ def sync_counters(device: torch.device, n_rows: int) -> torch.Tensor:
 _STATS: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def split_stats(device: torch.device, n_programs: int) -> tuple[torch.Tensor, torch.Tensor]:
+def split_stats(device: torch.device, n_programs: int,
+                one_launch: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Two fp32 rows of at least n_programs words for a split launch's per-segment partials
-    (m and d; the backward's sums use the first) on the current stream. Made once per stream
+    (m and d) on the current stream. For one launch (``one_launch``), made once per stream
     and reused: launches on one stream run one after another, and each writes every partial
-    it reads before reading it. A fresh pair while a CUDA graph is being captured (see
-    _stream_key), and off CUDA: the Triton interpreter has no streams, and launches from two
-    threads run at once there. Allocating and indexing them on every call took 20-30 us of the
-    one-launch split's host time (H200, session 36: 16 x 50257 from 52 to 32 us a call)."""
-    key = _stream_key(device) if device.type == "cuda" else None
+    it reads before reading it. Allocating and indexing them on every call took 20-30 us of
+    the one-launch split's host time (H200, session 36: 16 x 50257 from 52 to 32 us a call).
+    A fresh pair otherwise:
+    - for two launches (statistics, then output): another thread on the same stream may
+      enqueue its own first launch between them, over this call's partials;
+    - while a CUDA graph is being captured (see _stream_key);
+    - off CUDA: the Triton interpreter has no streams, and two threads' launches run at once."""
+    key = _stream_key(device) if one_launch and device.type == "cuda" else None
     if key is None:
         stats = torch.empty((2, n_programs), dtype=torch.float32, device=device)
         return stats[0], stats[1]
