@@ -13,10 +13,11 @@ import os
 import sys
 import warnings
 
-# The notices said so far, keyed by (category, key) or first_time's key. No lock: dict.setdefault is one atomic
-# step, so of two threads with the same notice only one warns. (A lock here could be left held
-# in a forked child, see flashtune.forks, and waited on forever by a signal handler's flashtune
-# call that interrupted this function in the same thread.) Tests empty it to hear a notice again.
+# The notices said so far, keyed by (category, key) or first_time's key. No lock: dict.setdefault
+# is one atomic step, so of two threads with the same notice only one warns. (A lock here could be
+# left held in a forked child, see flashtune.forks, and waited on forever by a signal handler's
+# flashtune call that interrupted this function in the same thread.) Tests empty it to hear a
+# notice again.
 _said: dict[tuple[type[Warning], object], object] = {}
 
 
