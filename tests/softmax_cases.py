@@ -46,10 +46,10 @@ def semantic_knobs(op: str, regime: str) -> list[dict]:
         if fwd and regime == "online":
             # leading columns held in registers (wider than some test rows, narrower than others)
             shapes += [dict(st, block=64, resident=256) for st in stats]
-        if regime == "online":
-            # rows walked from 16-byte boundaries: whole vectors in chunks, the partial
-            # vectors at both ends apart
-            shapes += [dict(st, block=b, align=True) for b in (16, 64) for st in stats]
+        # rows walked from 16-byte boundaries: whole vectors in chunks, the partial vectors
+        # at both ends apart (split: by the row's first segment)
+        shapes += [dict(st, block=b, align=True, **({"splits": s} if s else {}))
+                   for b in (16, 64) for s in splits for st in stats]
     return [dict(shape, **form) for shape in shapes for form in exp_forms]
 
 

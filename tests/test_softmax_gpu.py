@@ -48,6 +48,9 @@ def _semantic(op, regime):
     else:
         shapes = [{"block": b, "splits": s, "lane_stats": ls}
                   for b in (256, 4096) for s in (2, 16) for ls in (False, True)]
+        # the aligned walk (two launches: the test rows' odd widths load whole vectors)
+        shapes += [{"block": 4096, "splits": s, "lane_stats": ls, "align": True}
+                   for s in (2, 16) for ls in (False, True)]
         if fwd:
             shapes.append({"block": 1024, "splits": 4, "max_pass": True})
             shapes += [{"block": 1024, "splits": 4, "vector_stats": True},
@@ -55,6 +58,9 @@ def _semantic(op, regime):
             # fused: one launch (32 <= SMs / 4 on an H100/H200), with the row barrier
             shapes += [{"block": b, "splits": s, "lane_stats": ls, "fused": True}
                        for b in (256, 4096) for s in (2, 32) for ls in (False, True)]
+            shapes += [{"block": 1024, "splits": 4, "vector_stats": True, "align": True},
+                       {"block": 1024, "splits": 4, "max_pass": True, "align": True},
+                       {"block": 4096, "splits": 32, "fused": True, "align": True}]
             shapes.append({"block": 1024, "splits": 4, "max_pass": True, "fused": True})
     return [dict(s, **f) for s in shapes for f in forms]
 
@@ -134,11 +140,14 @@ def test_gpu_narrow_row_tiles(op, dtype, num_warps, rows_per_program, record_var
 
 
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
-ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split")
+ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split",
+                      "fused split, aligned", "persistent split, aligned")
 WHOLE_CHUNK_PERSISTENT = "persistent split, one chunk per segment"
 
 
 def _one_launch(regime, splits, n_cols, num_warps=8):
+    """The config of a one-launch regime; ", aligned": the aligned walk (rows of odd width)."""
+    regime, aligned = regime.removesuffix(", aligned"), regime.endswith(", aligned")
     if regime == "coop":
         raw = make_config("softmax", "coop", {"splits": splits}, n_cols, num_warps=num_warps)
         raw["block"] = coop_block(n_cols, splits)
@@ -161,6 +170,7 @@ def _one_launch(regime, splits, n_cols, num_warps=8):
         raw = make_config("softmax", "split", knobs, n_cols,
                           num_warps=max(1, min(num_warps, block // 32)), num_stages=1,
                           l2_hint=True)
+    raw["align"] = aligned
     return OPS["softmax"].space.validate(raw)
 
 
@@ -231,7 +241,8 @@ def test_one_launch_four_streams_and_a_graph_gpu(regime):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     # the one-launch bounds of row_sync.one_launch: programs_per_sm x SMs / 2 (2 and 8 programs
     # per SM here), SMs / 4 without a persistent grid; at most the space's 256
-    limit = {"persistent split": sms, "paired split": 4 * sms}.get(regime, sms // 4)
+    limit = {"persistent split": sms, "paired split": 4 * sms,
+             "persistent split, aligned": sms}.get(regime, sms // 4)
     splits = min(256, 1 << (limit.bit_length() - 1))  # the largest power of two for one launch
     config = _one_launch(regime, splits, 40000)
     xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]

@@ -107,6 +107,9 @@ ONE_LAUNCH = {
                         fused=True),
     "fused split, lane stats": dict(regime="split", block=16, splits=4, num_warps=1,
                                     num_stages=2, fused=True, lane_stats=True),
+    # rows of 251 columns walked from 16-byte boundaries: every row's lead differs
+    "fused split, align": dict(regime="split", block=16, splits=4, num_warps=1, num_stages=2,
+                               fused=True, align=True),
 }
 
 
@@ -129,16 +132,20 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
     # and its row length and strides in grains (250 fp32 columns: 2), as launch() passes them
     compensate = (dict(COMPENSATE=module._compensate(64 // cfg["block"]), GRAIN=2)
                   if cfg["regime"] == "split" else {})
+    n_cols = 250
+    if cfg["align"]:
+        n_cols = 251
+        compensate.update(GRAIN=1, VEC=4, Y_ALIGNED=True)
     grain = compensate.get("GRAIN", 1)
     counters = torch.zeros(2 + 2 * 5, dtype=torch.int32)
     for n_rows in (5, 3):
-        x = torch.randn(n_rows, 250) * 3
+        x = torch.randn(n_rows, n_cols) * 3
         x[1] = float("-inf")
         x[0, :64] = float("-inf")  # a whole segment of -inf in a finite row
         x[-1, 7] = float("nan")
         y = torch.empty_like(x)
         stats = torch.empty(2, n_rows * 4)
-        kernel[(n_rows * 4,)](x, y, stats[0], stats[1], counters, n_rows, 250 // grain,
+        kernel[(n_rows * 4,)](x, y, stats[0], stats[1], counters, n_rows, n_cols // grain,
                               x.stride(0) // grain, y.stride(0) // grain, 64, n_rows * 4,
                               BLOCK=cfg["block"], SPLITS=4, PHASE=0, MAX_POLLS=2, **compensate)
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
@@ -148,11 +155,13 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
 
 @pytest.mark.parametrize("op", FORWARD_OPS)
 @pytest.mark.parametrize("programs", (1, 3, 40))
-@pytest.mark.parametrize("paired,block", ((False, 16), (True, 64), (False, 128), (True, 128)),
+@pytest.mark.parametrize("paired,align,block",
+                         ((False, False, 16), (True, False, 64), (False, False, 128),
+                          (True, False, 128), (False, True, 16), (False, True, 128)),
                          ids=("plain", "paired_loads", "plain-empty-segments",
-                              "paired_loads-empty-segments"))
+                              "paired_loads-empty-segments", "align", "align-empty-segments"))
 def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs, paired,
-                                                                            block):
+                                                                            align, block):
     """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
     one after another: the first program takes every ticket, reading each (row, segment) item
     before finishing the one before. A finish whose row is not all published gives up waiting
@@ -164,11 +173,13 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     ticket counters zero. paired_loads: the kernel for segments of one chunk (64 or 128
     columns here), whose turns load the new item and re-read the finished one together. Chunks of 128:
     segments of one chunk each, the last two of every row empty (launch()'s seg_len rounds the
-    row's quarter up to whole chunks)."""
+    row's quarter up to whole chunks). align: rows of 251 columns walked from 16-byte
+    boundaries (every row's lead differs; the first segment of a row takes its edges)."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
-    knobs = dict(num_stages=1, paired_loads=True) if paired else dict(num_stages=2)
-    seg_len = -(-(-(-250 // 4)) // block) * block  # as launch() computes it
+    knobs = dict(num_stages=1, paired_loads=True) if paired else dict(num_stages=2, align=align)
+    n_cols, grain = (251, 1) if align else (250, 2)
+    seg_len = -(-(-(-n_cols // 4)) // block) * block  # as launch() computes it
     cfg = OPS[op].space.complete(dict(regime="split", splits=4, num_warps=1, fused=True,
                                       programs_per_sm=2, l2_hint=True, block=block, **knobs))
     module = load_variant(op, cfg)
@@ -178,16 +189,17 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     written = [0, 0]
     for launch, n_rows in enumerate((5, 3, 5)):
         half = launch % 2
-        x = torch.randn(n_rows, 250) * 3
+        x = torch.randn(n_rows, n_cols) * 3
         x[1] = float("-inf")
         x[0, :64] = float("-inf")  # a segment (chunks of 128: half of one) of -inf in a finite row
         x[-1, 7] = float("nan")
         y = torch.full_like(x, 123.0)
         # row length and strides in grains (250 fp32 columns: 2), as launch() passes them
-        kernel[(programs,)](x, y, words[half], words[1 - half], tickets, 125, x.stride(0) // 2,
-                            y.stride(0) // 2, seg_len, n_rows * 4, written[1 - half], programs,
-                            BLOCK=cfg["block"], SPLITS=4, MAX_POLLS=2,
-                            COMPENSATE=module._compensate(seg_len // block), GRAIN=2)
+        kernel[(programs,)](x, y, words[half], words[1 - half], tickets, n_cols // grain,
+                            x.stride(0) // grain, y.stride(0) // grain, seg_len, n_rows * 4,
+                            written[1 - half], programs, BLOCK=cfg["block"], SPLITS=4,
+                            MAX_POLLS=2, COMPENSATE=module._compensate(seg_len // block),
+                            GRAIN=grain, **(dict(VEC=4, Y_ALIGNED=True) if align else {}))
         written = [n_rows * 4, 0] if half == 0 else [0, n_rows * 4]
         torch.testing.assert_close(y, (torch.log_softmax if OPS[op].log else torch.softmax)(x, -1),
                                    equal_nan=True)
@@ -259,19 +271,25 @@ def test_polled_partials_alternate_halves_and_never_hand_out_stale_words():
     row_sync._PARTIALS.pop((device, 0), None)
 
 
+# The aligned walk's regimes: one program per row, or a row over 4 programs (segments of 16
+# columns, or of 32 for rows past 64: the first segment takes the edges).
+ALIGNED_REGIMES = {"online": {}, "split": {"splits": 4}}
+
+
+@pytest.mark.parametrize("regime", ALIGNED_REGIMES)
 @pytest.mark.parametrize("op", FORWARD_OPS)
 @pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
-def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
+def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, regime, device):
     """align: rows walked from the 16-byte boundary before their start. Every lead (the row's
     offset from that boundary), widths shorter than, equal to and past a chunk with the lead
     added, a base pointer off a boundary (storage offset) and an output whose rows do not share
     x's lead (strided: its stores take the unvectorized path) all give torch's result."""
-    cfg = OPS[op].space.complete(dict(regime="online", block=16, num_warps=1, num_stages=2,
-                                         align=True))
+    cfg = OPS[op].space.complete(dict(regime=regime, block=16, num_warps=1, num_stages=2,
+                                      align=True, **ALIGNED_REGIMES[regime]))
     ref_fn = torch.log_softmax if OPS[op].log else torch.softmax
     tol = dict(rtol=2e-3, atol=4e-3) if dtype == torch.float16 else dict(rtol=1e-5, atol=1e-6)
     module = load_variant(op, cfg)
-    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40):
+    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40, 65, 101):
         for pad, offset in ((0, 0), (3, 0), (5, 3)):
             stride = cols + pad
             storage = (torch.randn(6 * stride + offset) * 3).to(device=device, dtype=dtype)
@@ -284,14 +302,15 @@ def test_aligned_walk_any_lead_width_and_output_stride(op, dtype, device):
                                            msg=lambda m: f"cols={cols} pad={pad} offset={offset}: {m}")
 
 
+@pytest.mark.parametrize("regime", ALIGNED_REGIMES)
 @pytest.mark.parametrize("op", BACKWARD_OPS)
 @pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
-def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, device):
+def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, regime, device):
     """The backward's aligned walk: every lead of y's rows, widths around a chunk, a base off a
     16-byte boundary, and dy / dx rows that do not share y's lead (their loads and stores take
     the unvectorized path) all give torch's dx."""
-    cfg = OPS[op].space.complete(dict(regime="online", block=16, num_warps=1, num_stages=2,
-                                         align=True, lane_stats=True))
+    cfg = OPS[op].space.complete(dict(regime=regime, block=16, num_warps=1, num_stages=2,
+                                      align=True, lane_stats=True, **ALIGNED_REGIMES[regime]))
     log = OPS[op].log
     tol = dict(rtol=4e-3, atol=8e-3) if dtype == torch.float16 else dict(rtol=1e-5, atol=1e-5)
     module = load_variant(op, cfg)
@@ -303,7 +322,7 @@ def test_backward_aligned_walk_any_lead_width_and_strides(op, dtype, device):
         view.copy_(values)
         return view
 
-    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40):
+    for cols in (1, 7, 8, 9, 15, 16, 17, 31, 40, 65, 101):
         x = torch.randn(6, cols, dtype=torch.float64) * 3
         y64 = torch.log_softmax(x, -1) if log else torch.softmax(x, -1)
         g64 = torch.randn(6, cols, dtype=torch.float64)

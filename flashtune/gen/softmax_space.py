@@ -25,6 +25,7 @@ MAX_SEGMENT = 32768  # elements held on chip by one program in the coop regime
 MAX_CHUNK = 16384  # chunk size of the online and split loops
 HOLDING_REGIMES = ("row", "coop")  # no chunk loop: the program's elements stay in registers
 SPLITTING_REGIMES = ("split", "coop")  # one row over `splits` programs
+ALIGNING_REGIMES = ("online", "split")  # chunk loops that can walk a row from a 16-byte boundary
 # A held tile (row, coop) lives in registers, at most 255 per thread: past 128 fp32 elements
 # per thread it spills. (The row regime's best 65536-column config, 16 warps, holds 128.)
 MAX_HELD_PER_THREAD = 128
@@ -70,10 +71,12 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
     if regime != "online" and cfg.get("resident", 0):
         return "resident columns exist only in the online regime (0 otherwise)"
     if cfg.get("align", False):
-        if regime != "online":
-            return "align applies to the online regime only (False otherwise)"
+        if regime not in ALIGNING_REGIMES:
+            return "align applies to the online and split regimes only (False otherwise)"
         if cfg.get("resident", 0):
             return "align walks the row from its first chunk: resident must be 0"
+        if cfg.get("paired_loads", False):
+            return "paired_loads loads one chunk per item unaligned: align must be False"
     if cfg.get("fused", False) and regime != "split":
         return "fused applies to the split regime only (False otherwise)"
     if cfg.get("programs_per_sm", 0) and not cfg.get("fused", False):
@@ -130,14 +133,16 @@ _CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
 # 2: row tiles below 16 columns and up to 512 rows per program (twenty-third session). Winners
 # tuned before could not pick them (rows of 1-8 columns kept a 16-column tile, up to 2.8x
 # slower than the new default), so they are winners of another family now (VariantSpace).
-SPACE_REVISION = 3
+SPACE_REVISION = 4
 # 3: 16-bit rows of 8 mod 16 columns are a grain of their own (row_grain 8) and take the
 # aligned walk (session 36, _whole_width): winners tuned before were filed with rows of 16 and
 # could not pick it (2.2x slower there), so they are winners of another family too.
+# 4: the split regime walks rows of odd width aligned too (session 37); its winners for such
+# rows were tuned without it.
 _ALIGN = Param("align", bool, (False, True), False,
-               "online: walk each row from the 16-byte boundary at or before its start, so rows "
-               "of odd width load and store whole 16-byte vectors (the partial vectors at both "
-               "ends apart)")
+               "online and split: walk each row from the 16-byte boundary at or before its "
+               "start, so rows of odd width load and store whole 16-byte vectors (the partial "
+               "vectors at both ends apart)")
 
 FORWARD_SPACE = VariantSpace(
     "softmax_fwd",
@@ -457,7 +462,9 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                     # with chunks of 16384; H200: 82.1 against 78.7).
                     seg = _cdiv(n_cols, raw["splits"])
                     raw["block"] = max(8192, min(16384, _next_pow2(seg)))
-                raw.update(_paired_split(n_cols, elem_bytes, sm_count))
+                if n_cols % _vector(problem) == 0:
+                    # (Other widths take the aligned walk below, which paired loads lack.)
+                    raw.update(_paired_split(n_cols, elem_bytes, sm_count))
             elif elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)
@@ -480,23 +487,29 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     # Rows of odd width start off 16-byte boundaries: only the aligned walk keeps vectors.
     # (Backward, sixteenth session: 16-bit log_softmax 0.73-1.04x torch without it, 1.19-1.34x
     # with it; fp32 gains less, and H200 fp32 softmax backward ran 3-5% slower with it on
-    # 4096 x 50257 and 2048 x 40001, faster on 1000 x 33333 and 512 x 100003.)
-    raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
+    # 4096 x 50257 and 2048 x 40001, faster on 1000 x 33333 and 512 x 100003. The split
+    # regime has it since session 37: see SPACE_REVISION 4.)
+    # The split regime takes row lengths and strides in grains (_row_grain in its templates),
+    # which keeps whole vectors wherever the width is a multiple of one: it walks aligned only
+    # the widths that are not.
+    if raw["regime"] == "split":
+        raw["align"] = problem.n_cols % _vector(problem) != 0
+    else:
+        raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
     return op.space.validate(raw)
 
 
 def _online_beats_split_on_odd_rows(problem: SoftmaxProblem, n_cols: int, elem_bytes: int) -> bool:
     """Forward rows of odd width, too few to fill the GPU (one program per row) but 32 or more,
-    and not too long: the online regime with its aligned walk beats the split regime, whose
-    segments load element by element there. H100, seventeenth session, both through the fast
-    launch path, us, split default against online (torch.softmax), fp16 / fp32:
-    100 x 65537 33.7 / 39.5 against 15.1 / 27.5 (29.2 / 43.2); 33 x 65537 17.7 / 18.2 against
-    12.6 / 16.4; 64 x 100003 28.6 / 38.1 against 18.1 / 31.6; 64 x 131073 33.3 / 43.6 against
-    22.5 / 40.3; fp16 64 x 262145 51.4 against 43.5 and 120 x 262145 85.9 against 71.9 (32 x
-    262145 a tie). The split wins on longer rows (fp16 32 x 524287 45.0 against 64.8; fp32 32 x
-    131073 26.9 against 29.8, 64 x 262145 70.3 against 83.2) and below 32 rows (16 x 131073
-    fp16 14.5 against 18.2)."""
-    limit = 3 << 17 if elem_bytes == 2 else 1 << 17
+    and not too long: the online regime (one program per row) beats the split regime there.
+    Both walk such rows aligned (the split since session 37; before, its element-by-element
+    loads lost up to 3<<17 fp16 columns). H100, session 37 (`call2_odd_rows_regime.txt`), us,
+    online against the aligned split, fp16: 32 x 65537 11.5 / 12.3, 100 x 65537 15.0 / 24.9,
+    64 x 131071 21.8 / 25.1, 120 x 131071 32.4 / 35.9, 64 x 100003 18.0 / 21.8; the split wins
+    past 2**17 columns: 33 x 131073 17.4 / 15.5, 32 x 262143 33.1 / 23.0, 120 x 262145 72.0 /
+    58.4, 96 x 393215 90.4 / 66.7. fp32: 100 x 65537 27.2 / 32.8, 64 x 100003 30.3 / 31.3;
+    the split wins at 131071 (64 rows 38.7 / 36.9, 120 rows 69.5 / 63.6)."""
+    limit = 1 << 17 if elem_bytes == 2 else 7 << 14
     return problem.n_rows >= 32 and not _rows_aligned(problem) and n_cols <= limit
 
 
