@@ -141,7 +141,8 @@ def test_gpu_narrow_row_tiles(op, dtype, num_warps, rows_per_program, record_var
 
 # --- coop and fused split regimes: the one-launch row barrier ---------------------------------
 ONE_LAUNCH_REGIMES = ("coop", "fused split", "persistent split", "paired split",
-                      "fused split, aligned", "persistent split, aligned")
+                      "fused split, aligned", "persistent split, aligned",
+                      "paired split, aligned")
 WHOLE_CHUNK_PERSISTENT = "persistent split, one chunk per segment"
 
 
@@ -242,7 +243,8 @@ def test_one_launch_four_streams_and_a_graph_gpu(regime):
     # the one-launch bounds of row_sync.one_launch: programs_per_sm x SMs / 2 (2 and 8 programs
     # per SM here), SMs / 4 without a persistent grid; at most the space's 256
     limit = {"persistent split": sms, "paired split": 4 * sms,
-             "persistent split, aligned": sms}.get(regime, sms // 4)
+             "persistent split, aligned": sms,
+             "paired split, aligned": 4 * sms}.get(regime, sms // 4)
     splits = min(256, 1 << (limit.bit_length() - 1))  # the largest power of two for one launch
     config = _one_launch(regime, splits, 40000)
     xs = [torch.randn(512, 40000, device="cuda") for _ in range(4)]

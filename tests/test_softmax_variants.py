@@ -157,9 +157,11 @@ def test_one_launch_path_gives_up_waiting_correctly(op, variant):
 @pytest.mark.parametrize("programs", (1, 3, 40))
 @pytest.mark.parametrize("paired,align,block",
                          ((False, False, 16), (True, False, 64), (False, False, 128),
-                          (True, False, 128), (False, True, 16), (False, True, 128)),
+                          (True, False, 128), (False, True, 16), (False, True, 128),
+                          (True, True, 64), (True, True, 128)),
                          ids=("plain", "paired_loads", "plain-empty-segments",
-                              "paired_loads-empty-segments", "align", "align-empty-segments"))
+                              "paired_loads-empty-segments", "align", "align-empty-segments",
+                              "paired_loads-align", "paired_loads-align-empty-segments"))
 def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, programs, paired,
                                                                             align, block):
     """The persistent fused split (programs_per_sm) in the interpreter, which runs its programs
@@ -177,7 +179,7 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
     boundaries (every row's lead differs; the first segment of a row takes its edges)."""
     if not loader.interpreter_mode():
         pytest.skip("the GPU matrix runs this path for real")
-    knobs = dict(num_stages=1, paired_loads=True) if paired else dict(num_stages=2, align=align)
+    knobs = dict(num_stages=1 if paired else 2, paired_loads=paired, align=align)
     n_cols, grain = (251, 1) if align else (250, 2)
     seg_len = -(-(-(-n_cols // 4)) // block) * block  # as launch() computes it
     cfg = OPS[op].space.complete(dict(regime="split", splits=4, num_warps=1, fused=True,

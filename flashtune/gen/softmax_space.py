@@ -75,8 +75,6 @@ def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
             return "align applies to the online and split regimes only (False otherwise)"
         if cfg.get("resident", 0):
             return "align walks the row from its first chunk: resident must be 0"
-        if cfg.get("paired_loads", False):
-            return "paired_loads loads one chunk per item unaligned: align must be False"
     if cfg.get("fused", False) and regime != "split":
         return "fused applies to the split regime only (False otherwise)"
     if cfg.get("programs_per_sm", 0) and not cfg.get("fused", False):
@@ -462,9 +460,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                     # with chunks of 16384; H200: 82.1 against 78.7).
                     seg = _cdiv(n_cols, raw["splits"])
                     raw["block"] = max(8192, min(16384, _next_pow2(seg)))
-                if n_cols % _vector(problem) == 0:
-                    # (Other widths take the aligned walk below, which paired loads lack.)
-                    raw.update(_paired_split(n_cols, elem_bytes, sm_count))
+                raw.update(_paired_split(n_cols, elem_bytes, sm_count))
             elif elem_bytes == 4:
                 # fp32 wants about 16 programs per SM, and segments of at most two chunks:
                 # H100, sixth session: 128 x 262144 109 us (82% of copy; 32 programs per row)

@@ -3,7 +3,8 @@ backward, against the same config without it (the walk before: element by elemen
 width is not a multiple of a 16-byte vector) and, for fp32, the paired-loads default those
 widths had before. Few-row shapes of 32 rows or more with odd widths (the online regime's
 default there) also run the split with align. Every output is checked against float64.
-Env: DTYPES, OUT.
+Call 3: paired loads walk aligned too (fp32 default); the plain persistent kernel's aligned
+walk (call 1's default for those rows) runs beside it. Env: DTYPES, SHAPES ("RxC,RxC"), OUT.
 """
 
 import os
@@ -11,7 +12,7 @@ import os
 import torch
 
 from flashtune.bench.timing import Timer, copy_bandwidth
-from flashtune.gen import load_variant
+from flashtune.gen import load_variant, softmax_space
 from flashtune.gen.softmax_space import SoftmaxProblem, _paired_split, default_config
 from flashtune.tuner.timing import bench_gpu
 
@@ -19,6 +20,8 @@ DTYPES = os.environ.get("DTYPES", "float16,bfloat16,float32").split(",")
 SHAPES = [(16, 1048576), (16, 1048575), (16, 1048572), (16, 1048568), (16, 1000001),
           (4, 1048573), (16, 50257), (1, 50257), (8, 151937), (32, 524287), (64, 100003),
           (128, 262143)]
+if os.environ.get("SHAPES"):
+    SHAPES = [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
 sm = torch.cuda.get_device_properties(0).multi_processor_count
 copy = copy_bandwidth(Timer(on_gpu=True), "cuda")["gbs"]
 lines = [f"{torch.cuda.get_device_name()} copy {copy:.0f} GB/s"]
@@ -33,6 +36,14 @@ def variants(op, problem):
         if problem.dtype == "float32" and new.get("programs_per_sm"):
             old.update(_paired_split(problem.n_cols, 4, sm))
         out.append(("no-align", old))
+        if new.get("paired_loads"):
+            # (call 3) the plain persistent kernel's aligned walk: call 1's default
+            real = softmax_space._paired_split
+            softmax_space._paired_split = lambda *a: {}
+            try:
+                out.append(("persistent-align", dict(default_config(op, problem, sm_count=sm))))
+            finally:
+                softmax_space._paired_split = real
     elif new["regime"] == "online" and op.endswith("softmax") and problem.n_cols % (16 // (4 if problem.dtype == "float32" else 2)):
         # the split default these rows would get with few rows, aligned
         few = dict(default_config(op, SoftmaxProblem(16, problem.n_cols, problem.dtype), sm_count=sm))
