@@ -213,28 +213,32 @@ def test_persistent_split_loops_over_items_and_gives_up_waiting_correctly(op, pr
 def test_split_partials_are_made_once_per_stream_and_grow():
     """On a GPU a one-launch split's (m, d) partials come from one workspace per stream
     (allocating and indexing a new one cost host time on every call), grown for a larger
-    launch. A two-launch split gets fresh ones (another thread on the stream could enqueue
-    its first launch between them), and so does every launch in the interpreter (no streams,
-    two threads' launches at once); launches of several sizes give torch's result."""
+    launch, with the stream's zeroed counters from the same lookup. A two-launch split gets
+    fresh ones (another thread on the stream could enqueue its first launch between them), and
+    so does every launch in the interpreter (no streams, two threads' launches at once);
+    launches of several sizes give torch's result."""
     from flashtune.gen import row_sync
 
     if loader.interpreter_mode():
-        first = row_sync.split_stats(torch.device("cpu"), 10, one_launch=True)
-        again = row_sync.split_stats(torch.device("cpu"), 10, one_launch=True)
+        first = row_sync.fused_split_workspace(torch.device("cpu"), 3, 10)
+        again = row_sync.fused_split_workspace(torch.device("cpu"), 3, 10)
         assert first[0].data_ptr() != again[0].data_ptr()
     else:
         device = torch.device("cuda")
-        m1, d1 = row_sync.split_stats(device, 10, one_launch=True)
-        m2, d2 = row_sync.split_stats(device, 10, one_launch=True)
+        m1, d1, c1 = row_sync.fused_split_workspace(device, 3, 10)
+        m2, d2, c2 = row_sync.fused_split_workspace(device, 3, 10)
         assert (m1.data_ptr(), d1.data_ptr()) == (m2.data_ptr(), d2.data_ptr())
         assert m1.numel() >= 10 and m1.data_ptr() != d1.data_ptr()
-        two = row_sync.split_stats(device, 10, one_launch=False)
+        assert c1.data_ptr() == c2.data_ptr() == row_sync.sync_counters(device, 3).data_ptr()
+        assert c1.numel() >= 2 + 2 * 3 and not c1.any()
+        two = row_sync.split_stats(device, 10)
         assert two[0].data_ptr() != m1.data_ptr()
-        grown, _ = row_sync.split_stats(device, 1 << 20, one_launch=True)
-        assert grown.numel() >= 1 << 20
+        grown, _, counters = row_sync.fused_split_workspace(device, 1 << 12, 1 << 20)
+        assert grown.numel() >= 1 << 20 and counters.numel() >= 2 + 2 * (1 << 12)
         with torch.cuda.stream(torch.cuda.Stream()):  # another stream: its own
-            other = row_sync.split_stats(device, 10, one_launch=True)
+            other = row_sync.fused_split_workspace(device, 3, 10)
             assert other[0].data_ptr() != grown.data_ptr()
+            assert other[2].data_ptr() != counters.data_ptr()
         return
     cfg = OPS["softmax"].space.complete(dict(regime="split", splits=4, block=16, num_warps=1))
     for n_rows, n_cols in ((3, 100), (300, 70), (2, 130)):

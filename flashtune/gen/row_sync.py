@@ -9,8 +9,8 @@ run at the same time and must not share them.
 - Counters (coop, fused split; the `row_barrier` macro of ``_softmax_common.py.jinja``): zeroed
   int32 [tickets, done, arrivals per row, departures per row]. The kernel leaves them zero when
   it ends, so they are zeroed only when allocated.
-- Split partials (the one-launch fused split; `split_stats`): one fp32 (m, d) pair per
-  program, written before it is read within the launch; per CUDA stream only.
+- Split partials (the one-launch fused split; `fused_split_workspace`): one fp32 (m, d) pair
+  per program, written before it is read within the launch; per CUDA stream only.
 - Polled partials (the persistent fused split): each partial is one 64-bit word that readers
   poll directly (no arrival counter, no fences; zero means "not yet"). Two halves alternate
   between launches: a launch writes its half and zeroes the other, which the launch before
@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -146,44 +146,59 @@ def _stream_key(device: torch.device) -> tuple[torch.device, int] | None:
     return (device, _current_raw_stream(device))
 
 
+def _kept(cache: dict, key: tuple[torch.device, int] | None, need: int,
+          make: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """``cache[key]`` where it holds at least ``need`` words, else ``make(n)`` for n of twice
+    that (at least 1024), kept there for the next launch on that stream; a fresh ``make(need)``
+    for no key (a graph being captured, see _stream_key)."""
+    if key is None:
+        return make(need)
+    kept = cache.get(key)
+    if kept is None or kept.shape[-1] < need:
+        kept = make(max(2 * need, 1024))
+        cache[key] = kept
+    return kept
+
+
+def _zeroed_counters(device: torch.device) -> Callable[[int], torch.Tensor]:
+    return lambda n: torch.zeros(n, dtype=torch.int32, device=device)
+
+
+def _stats_pair(device: torch.device) -> Callable[[int], torch.Tensor]:
+    return lambda n: torch.empty((2, n), dtype=torch.float32, device=device)
+
+
 def sync_counters(device: torch.device, n_rows: int) -> torch.Tensor:
     """Zeroed counters for a one-launch kernel over n_rows rows on the current stream."""
-    need = 2 + 2 * n_rows
+    return _kept(_COUNTERS, _stream_key(device), 2 + 2 * n_rows, _zeroed_counters(device))
+
+
+_STATS: dict[tuple[torch.device, int], torch.Tensor] = {}
+
+
+def split_stats(device: torch.device, n_programs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two fresh fp32 rows of n_programs words for a two-launch split's per-segment partials
+    (m and d): another thread on the same stream may enqueue its own first launch between this
+    call's two, over any partials they shared."""
+    stats = _stats_pair(device)(n_programs)
+    return stats[0], stats[1]
+
+
+def fused_split_workspace(device: torch.device, n_rows: int,
+                          n_programs: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The one-launch (fused) split's workspace on the current stream: fp32 rows of at least
+    n_programs words for its partials (m and d), and its zeroed counters (sync_counters), with
+    one stream lookup. The partials are made once per CUDA stream and reused: launches on one
+    stream run one after another, and each writes every partial it reads before reading it.
+    Allocating and indexing them on every call took 20-30 us of the one-launch split's host
+    time (H200, session 36: 16 x 50257 from 52 to 32 us a call). Fresh ones while a CUDA graph
+    is being captured (see _stream_key), and off CUDA: the Triton interpreter has no streams,
+    and two threads' launches run at once."""
     key = _stream_key(device)
-    if key is None:
-        return torch.zeros(need, dtype=torch.int32, device=device)
-    counters = _COUNTERS.get(key)
-    if counters is None or counters.numel() < need:
-        counters = torch.zeros(max(2 * need, 1024), dtype=torch.int32, device=device)
-        _COUNTERS[key] = counters
-    return counters
-
-
-_STATS: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def split_stats(device: torch.device, n_programs: int,
-                one_launch: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two fp32 rows of at least n_programs words for a split launch's per-segment partials
-    (m and d) on the current stream. For one launch (``one_launch``), made once per stream
-    and reused: launches on one stream run one after another, and each writes every partial
-    it reads before reading it. Allocating and indexing them on every call took 20-30 us of
-    the one-launch split's host time (H200, session 36: 16 x 50257 from 52 to 32 us a call).
-    A fresh pair otherwise:
-    - for two launches (statistics, then output): another thread on the same stream may
-      enqueue its own first launch between them, over this call's partials;
-    - while a CUDA graph is being captured (see _stream_key);
-    - off CUDA: the Triton interpreter has no streams, and two threads' launches run at once."""
-    key = _stream_key(device) if one_launch and device.type == "cuda" else None
-    if key is None:
-        stats = torch.empty((2, n_programs), dtype=torch.float32, device=device)
-        return stats[0], stats[1]
-    cached = _STATS.get(key)
-    if cached is None or cached[0].numel() < n_programs:
-        stats = torch.empty((2, max(2 * n_programs, 1024)), dtype=torch.float32, device=device)
-        cached = (stats[0], stats[1])
-        _STATS[key] = cached
-    return cached
+    stats_key = key if device.type == "cuda" else None
+    stats = _kept(_STATS, stats_key, n_programs, _stats_pair(device))
+    counters = _kept(_COUNTERS, key, 2 + 2 * n_rows, _zeroed_counters(device))
+    return stats[0], stats[1], counters
 
 
 class Partials(NamedTuple):
