@@ -243,6 +243,22 @@ def test_align_only_where_rows_start_off_a_boundary(dtype, cols, aligned):
     assert offered == ({False} if aligned else {False, True})
 
 
+@pytest.mark.parametrize("dtype,cols,offered", [
+    ("float16", 50264, False), ("bfloat16", 65544, False), ("float16", 50260, True),
+    ("float16", 50257, True), ("float32", 50258, True)])
+def test_split_align_offered_only_for_rows_off_a_vector(dtype, cols, offered):
+    """The split regime takes row lengths and strides in grains, so 16-bit rows of 8 mod 16
+    columns (whole 16-byte vectors) load vectors without the aligned walk: its default walks
+    them unaligned, and the tuner's candidates do not offer split configs with align there
+    (twins that only add the edges' loads). The online regime still gets it offered."""
+    problem = SoftmaxProblem(4, cols, dtype)
+    for op in ("softmax", "softmax_backward"):
+        split = {c["align"] for c in fitting_configs(op, problem) if c["regime"] == "split"}
+        assert split == ({False, True} if offered else {False}), op
+        online = {c["align"] for c in fitting_configs(op, problem) if c["regime"] == "online"}
+        assert online == {False, True}, op
+
+
 @pytest.mark.parametrize("sm_count,splits", [(132, 16), (108, 16), (32, 8), (8, 2)])
 def test_few_long_rows_default_to_one_launch_within_a_quarter_of_the_sms(sm_count, splits):
     """Forward fp32 rows of fewer than 16 chunks of 8192: the fused split, with at most SMs / 4

@@ -659,4 +659,9 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
         if config.get("align", False) and _rows_aligned(problem):
             continue  # rows already start on 16-byte boundaries: the aligned walk only adds a head
+        if (config.get("align", False) and config["regime"] == "split"
+                and problem.n_cols % _vector(problem) == 0):
+            # The split takes lengths and strides in grains (16-bit rows of 8 mod 16: units of
+            # 8), so it loads whole vectors already: its default walks these unaligned too.
+            continue
         yield config
