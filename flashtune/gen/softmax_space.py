@@ -485,14 +485,20 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
     # with it; fp32 gains less, and H200 fp32 softmax backward ran 3-5% slower with it on
     # 4096 x 50257 and 2048 x 40001, faster on 1000 x 33333 and 512 x 100003. The split
     # regime has it since session 37: see SPACE_REVISION 4.)
-    # The split regime takes row lengths and strides in grains (_row_grain in its templates),
-    # which keeps whole vectors wherever the width is a multiple of one: it walks aligned only
-    # the widths that are not.
-    if raw["regime"] == "split":
-        raw["align"] = problem.n_cols % _vector(problem) != 0
-    else:
-        raw["align"] = raw["regime"] == "online" and not _rows_aligned(problem)
+    raw["align"] = _aligned_walk_pays(raw["regime"], problem)
     return op.space.validate(raw)
+
+
+def _aligned_walk_pays(regime: str, problem: SoftmaxProblem) -> bool:
+    """Whether the aligned walk (``align``) gives this regime whole vectors its rows lack. The
+    online kernels see only what Triton's launcher specializes (_whole_width); the split ones
+    take row lengths and strides in grains (_row_grain in their templates), whole vectors
+    wherever the width is a multiple of one. Elsewhere it only adds the edges' masked loads."""
+    if regime == "online":
+        return not _rows_aligned(problem)
+    if regime == "split":
+        return problem.n_cols % _vector(problem) != 0
+    return False
 
 
 def _online_beats_split_on_odd_rows(problem: SoftmaxProblem, n_cols: int, elem_bytes: int) -> bool:
@@ -657,11 +663,6 @@ def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Co
                 continue
         elif config.get("fused", False) and config["splits"] > MAX_FUSED_SPLITS:
             continue  # never one launch on GPUs of up to 4 * 64 SMs: the unfused config's twin
-        if config.get("align", False) and _rows_aligned(problem):
-            continue  # rows already start on 16-byte boundaries: the aligned walk only adds a head
-        if (config.get("align", False) and config["regime"] == "split"
-                and problem.n_cols % _vector(problem) == 0):
-            # The split takes lengths and strides in grains (16-bit rows of 8 mod 16: units of
-            # 8), so it loads whole vectors already: its default walks these unaligned too.
-            continue
+        if config.get("align", False) and not _aligned_walk_pays(config["regime"], problem):
+            continue  # the rows load whole vectors already: the aligned walk only adds edges
         yield config
