@@ -101,7 +101,7 @@ def _read_winners(device: torch.device) -> tuple[Any, list]:
 
 def _memo_key(op: str, index: int, problem: Any) -> tuple:
     if type(problem) is SoftmaxProblem:  # plain ints hash faster than the dataclass
-        return (op, index, problem.n_rows, problem.n_cols, problem.dtype, problem.view_grain)
+        return (op, index, problem.n_rows, problem.n_cols, problem.dtype)
     return (op, index, problem)
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from ..gen.softmax_ops import SUPPORTED_DTYPES, _as_rows, rows_problem
+from ..gen.softmax_ops import SUPPORTED_DTYPES, _as_rows
 from ..gen.softmax_space import SoftmaxProblem
 from ..gen.variants import load_variant
 from .fast_launch import accelerate
@@ -99,13 +99,11 @@ def _device_guard(plan: Plan, index: int) -> Plan:
     return run
 
 
-def problem_of(t: torch.Tensor, dim: int, *others: torch.Tensor) -> SoftmaxProblem:
-    """The (rows, cols, dtype) problem the kernels see for ``t`` (and ``others``, read in the
-    same call) reduced along ``dim``, with the grain of strided or offset views (rows_problem).
-    A plan is kept per shape and strides, not per pointer: its first call's start offsets
-    decide the grain, a later call at another offset only runs a little slower (never wrong:
-    every kernel takes any start)."""
-    return rows_problem(t, dim, *others)
+def problem_of(t: torch.Tensor, dim: int) -> SoftmaxProblem:
+    """The (rows, cols, dtype) problem the kernels see for ``t`` reduced along ``dim``."""
+    cols = t.shape[dim] if t.dim() else 1
+    rows = t.numel() // cols if cols else 0
+    return SoftmaxProblem(rows, cols, SUPPORTED_DTYPES[t.dtype])
 
 
 def _launcher(op: str, config, t: torch.Tensor, fast: bool):

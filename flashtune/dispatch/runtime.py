@@ -241,7 +241,7 @@ class Runtime:
         """Decide, build the plan and run it once. A tuned config that fails to load or launch
         (e.g. a tampered database, a compiler that rejects it) must not break the caller:
         warn and use the default config instead."""
-        problem = problem_of(t, dim, *args[1:])  # the backward's dy too
+        problem = problem_of(t, dim)
         picked = self.dispatcher.choice(op, problem, t.device)
         try:
             plan = make_plan(t, dim, op, picked.config)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from . import loader
-from .softmax_space import OPS, SoftmaxProblem, default_config, problem_misfit, with_view_grain
+from .softmax_space import OPS, SoftmaxProblem, default_config, problem_misfit
 from .space import ConfigError
 from .variants import run_variant
 
@@ -103,37 +103,6 @@ def _as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     return moved.reshape(-1, moved.shape[-1])
 
 
-def layout_bits(t: torch.Tensor, dim: int) -> int:
-    """The row stride (where there are two rows or more) and start offset, in elements, of
-    the (rows, cols) view ``_as_rows`` takes of ``t``, OR-ed together; 0 where that view is a
-    copy (packed, from an allocation's aligned start). What ``with_view_grain`` takes. Finds
-    the view's strides without making the copy."""
-    if t.dim() == 0:
-        return 0
-    moved = t.movedim(dim, -1)
-    if moved.stride(-1) != 1:
-        return 0  # _as_rows copies
-    try:
-        rows = moved.view(-1, moved.shape[-1])
-    except RuntimeError:
-        return 0  # the leading dims do not merge: reshape copies
-    bits = t.data_ptr() // t.element_size()
-    if rows.shape[0] > 1:
-        bits |= rows.stride(0)
-    return bits
-
-
-def rows_problem(t: torch.Tensor, dim: int, *others: torch.Tensor) -> SoftmaxProblem:
-    """The problem the kernels see for ``t`` (and ``others`` of its shape, read in the same
-    call: a backward's dy) reduced along ``dim`` (normalized), with the views' grain."""
-    cols = t.shape[dim] if t.dim() else 1
-    rows = t.numel() // cols if cols else 0
-    bits = 0
-    for u in (t, *others):
-        bits |= layout_bits(u, dim)
-    return with_view_grain(SoftmaxProblem(rows, cols, SUPPORTED_DTYPES[t.dtype]), bits)
-
-
 def _from_rows(rows: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
     if like.dim() == 0:
         return rows.reshape(())
@@ -163,8 +132,8 @@ def softmax_forward(x: torch.Tensor, dim: int = -1, *, log: bool = False,
         return torch.empty_like(x)
     _require_kernel_device("x", x)
     op = "log_softmax" if log else "softmax"
-    problem = rows_problem(x, dim)
     x2 = _as_rows(x, dim)
+    problem = SoftmaxProblem(x2.shape[0], x2.shape[1], SUPPORTED_DTYPES[x.dtype])
     cfg = _config_for(op, problem, x.device, config, choose)
     y2 = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     run_variant(op, cfg, x2, y2)
@@ -188,9 +157,9 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int = -1, *, log: b
         return torch.empty_like(dy)
     _require_kernel_device("y", y)
     op = "log_softmax_backward" if log else "softmax_backward"
-    problem = rows_problem(y, dim, dy)
     y2 = _as_rows(y, dim)
     dy2 = _as_rows(dy, dim)
+    problem = SoftmaxProblem(y2.shape[0], y2.shape[1], SUPPORTED_DTYPES[y.dtype])
     cfg = _config_for(op, problem, y.device, config, choose)
     dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
     run_variant(op, cfg, y2, dy2, dx2)

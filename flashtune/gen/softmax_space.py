@@ -227,28 +227,6 @@ class SoftmaxProblem:
     n_rows: int
     n_cols: int
     dtype: str  # "float16" | "bfloat16" | "float32"
-    # A strided or offset view's rows: the largest power of two (in elements) that divides
-    # every row stride and start offset of the tensors a call reads, where that is below what
-    # the width alone allows (row_grain); None for packed rows from aligned starts (every
-    # problem the tuner makes). Made by ``with_view_grain``.
-    view_grain: int | None = None
-
-
-def with_view_grain(problem: SoftmaxProblem, layout_bits: int) -> SoftmaxProblem:
-    """``problem`` for rows whose strides and start offsets (in elements) OR to
-    ``layout_bits`` (0: packed rows from aligned starts). A grain the width already implies is
-    dropped, so such a view shares the packed problem's decisions and cache bucket.
-
-    Why it matters: the loop kernels load whole 16-byte vectors only where every row starts on
-    a 16-byte boundary Triton can see; a (rows, 4096) slice of a (rows, 4097) tensor has whole
-    rows but odd row starts, so without the aligned walk (``align``) it loads element by
-    element, as an odd width does."""
-    if layout_bits <= 0:
-        return problem
-    grain = layout_bits & -layout_bits
-    if grain >= row_grain(problem):
-        return problem
-    return SoftmaxProblem(problem.n_rows, problem.n_cols, problem.dtype, grain)
 
 
 # The bucket field of rows that are not whole (see problem_bucket, _whole_width).
@@ -286,16 +264,12 @@ def problem_bucket(problem: SoftmaxProblem) -> dict[str, int]:
 
 
 def row_grain(problem: SoftmaxProblem) -> int:
-    """The largest power of two, up to ``_whole_width`` elements, that divides the row length
-    (and a view's row strides and start offsets: ``view_grain``): the vector width the rows
-    can be loaded with (up to one 16-byte vector), and for 16-bit rows whether Triton sees
-    the width as a multiple of 16."""
+    """The largest power of two, up to ``_whole_width`` elements, that divides the row length:
+    the vector width rows of a contiguous (rows, cols) tensor can be loaded with (up to one
+    16-byte vector), and for 16-bit rows whether Triton sees the width as a multiple of 16."""
     whole = _whole_width(problem)
     lowest = problem.n_cols & -problem.n_cols
-    grain = whole if lowest == 0 or lowest > whole else lowest
-    if problem.view_grain is not None:
-        grain = min(grain, problem.view_grain)
-    return grain
+    return whole if lowest == 0 or lowest > whole else lowest
 
 
 def bucket_problem(bucket: Mapping[str, Any], dtype: str) -> SoftmaxProblem:
@@ -357,7 +331,7 @@ def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def _row_tile(op: SoftmaxOp, block: int, odd: bool, elem_bytes: int) -> tuple[int, int]:
+def _row_tile(op: SoftmaxOp, block: int, n_cols: int, elem_bytes: int) -> tuple[int, int]:
     """The row regime's default (rows_per_program, num_warps) for a tile of ``block`` columns."""
     if block in NARROW_ROW_TILES:
         return NARROW_ROW_TILES[block]
@@ -377,9 +351,8 @@ def _row_tile(op: SoftmaxOp, block: int, odd: bool, elem_bytes: int) -> tuple[in
         # 200000 x 128 52.7 against 54.7 (54.2); H100, seventeenth session's grid,
         # 200000 x 128 72.7 against 74.0 (74.2), 200000 x 100 58.1 against 61.4 (60.7).
         warps = 1
-    if op.direction == "fwd" and odd and 32 <= block <= (512 if elem_bytes == 2 else 128):
-        # Odd widths (or odd row strides) load element by element (no vector divides the row
-        # stride): tiles
+    if op.direction == "fwd" and n_cols % 2 and 32 <= block <= (512 if elem_bytes == 2 else 128):
+        # Odd widths load element by element (no vector divides the row stride): tiles
         # of 512 elements and one warp. H100, seventeenth session, fp16 / fp32 in us against
         # the tiles above (torch.softmax): 200000 x 33 21.8 / 24.5 against 38.6 / 37.6
         # (31.6 / 31.8); 200000 x 63 26.3 / 39.0 against 40.2 / 44.8 (32.4 / 40.8);
@@ -417,7 +390,7 @@ def default_config(op: str | SoftmaxOp, problem: SoftmaxProblem, sm_count: int =
                    vector_stats=True, l2_hint=True)
     elif n_cols <= row_limit:
         block = _next_pow2(n_cols)
-        rows, warps = _row_tile(op, block, row_grain(problem) == 1, elem_bytes)
+        rows, warps = _row_tile(op, block, n_cols, elem_bytes)
         raw = dict(regime="row", block=block, rows_per_program=rows, splits=1,
                    num_warps=warps, num_stages=1, lane_stats=False, l2_hint=False)
     elif many_rows:
@@ -520,11 +493,19 @@ def _aligned_walk_pays(regime: str, problem: SoftmaxProblem) -> bool:
     """Whether the aligned walk (``align``) gives this regime whole vectors its rows lack. The
     online kernels see only what Triton's launcher specializes (_whole_width); the split ones
     take row lengths and strides in grains (_row_grain in their templates), whole vectors
-    wherever the width is a multiple of one. Elsewhere it only adds the edges' masked loads."""
+    wherever the width is a multiple of one. Elsewhere it only adds the edges' masked loads.
+
+    By width alone, not by a view's strides: a strided or offset view of a whole width (rows
+    off 16-byte boundaries) walked aligned gets vector loads of x, but y, packed, no longer
+    shares x's lead and is stored element by element, which costs more than x's element-wise
+    loads. H100, session 38 (`view_grain_probe.txt`), us, without / with the walk: fp16
+    1024 x 65536 stride 65537 120.7 / 133.1, 4096 x 65536 offset 1 458.7 / 702.3, fp32
+    16 x 1048576 stride 1048577 53.8 / 67.3, fp16 backward (dy strided) 178.5 / 204.1; only
+    the fp16 split forward gained (16 x 1048576 48.0 / 43.0)."""
     if regime == "online":
         return not _rows_aligned(problem)
     if regime == "split":
-        return row_grain(problem) < _vector(problem)
+        return problem.n_cols % _vector(problem) != 0
     return False
 
 
@@ -657,9 +638,9 @@ def _whole_width(problem: SoftmaxProblem) -> int:
 
 
 def _rows_aligned(problem: SoftmaxProblem) -> bool:
-    """Every row starts on a 16-byte boundary that the loop kernels can see (see
-    _whole_width; a view's strides and offsets count too: view_grain)."""
-    return row_grain(problem) == _whole_width(problem)
+    """Every row of a contiguous (rows, cols) tensor starts on a 16-byte boundary that the
+    loop kernels can see (see _whole_width)."""
+    return problem.n_cols % _whole_width(problem) == 0
 
 
 def fitting_configs(op: str | SoftmaxOp, problem: SoftmaxProblem) -> Iterator[Config]:
