@@ -424,6 +424,36 @@ def test_tpe_on_a_sparse_subsample_measures_distinct_configs_and_beats_random():
     assert found["tpe"] <= best * 1.10
 
 
+@pytest.mark.parametrize("mode", ["tpe", "grid"])
+def test_the_time_budget_cuts_a_batch_of_slow_trials_short(mode, tmp_path):
+    """The time budget (and --total-time) was checked only between batches: a batch of 8
+    slow trials all ran, 4x past a budget of two. Now the batch stops at the budget, and the
+    trials it asked for but did not measure are finished in the journal (none left RUNNING,
+    which a resumed run would take for a trial in progress)."""
+    import time
+
+    import optuna
+
+    class Slow(TableRunner):
+        def measure(self, config):
+            time.sleep(0.25)
+            return super().measure(config)
+
+    tp = TuneProblem("softmax", SoftmaxProblem(4096, 50257, "float16"))
+    configs = list(fitting_configs(tp.op, tp.problem))[:40]
+    journal = str(tmp_path / "study.journal")
+    opts = TuneOptions(mode=mode, n_trials=40, patience=None, time_budget_s=0.5, seed=0,
+                       batch=8, seed_defaults=False, top_k=1, retime_rounds=1, storage=journal)
+    r = tune_problem(tp, Slow(lambda c: 1.0), device="cpu", options=opts, candidates=configs,
+                     study_name="s")
+    assert r.stopped_by == "time budget"
+    assert 1 <= len(r.measured) <= 3, len(r.measured)
+    study = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(journal)))
+    states = [t.state for t in study.trials]
+    assert optuna.trial.TrialState.RUNNING not in states, states
+
+
 def test_the_default_is_re_timed_beside_the_finalists_whatever_its_first_time():
     """The default's one trial ran slow (a busy GPU, clocks ramping): 10x its real time, last
     of all trials. It is re-timed with the top finalists all the same, and wins there."""

@@ -164,20 +164,28 @@ class _Search:
             return "trials"
         # The budget never ends a search before its first measurement (opening the study
         # may take longer than a small budget): a search always measures one config.
-        now = time.monotonic()
-        if n_done > 0 and ((o.time_budget_s is not None and now - self.t0 >= o.time_budget_s)
-                           or (self.deadline is not None and now >= self.deadline)):
+        if n_done > 0 and self.out_of_time():
             return "time budget"
         if o.patience is not None and self.since_gain >= o.patience:
             return "patience"
         return ""
 
+    def out_of_time(self) -> bool:
+        """The search's own time budget, or the run's (--total-time), has ended."""
+        o, now = self.options, time.monotonic()
+        return ((o.time_budget_s is not None and now - self.t0 >= o.time_budget_s)
+                or (self.deadline is not None and now >= self.deadline))
+
     def measure_many(self, configs: list, result: ProblemResult, after=None) -> None:
         """Measure ``configs`` in turn; ``after(config, m)`` runs as each one is measured (what
-        a study keeps of it: an interruption later in the batch does not lose it)."""
+        a study keeps of it: an interruption later in the batch does not lose it). Stops
+        before the next config once the time is over (the first is always measured, as in
+        stop_reason): a batch of slow trials ran past --total-time by up to a batch."""
         if self.precompiler is not None and len(configs) > 1:
             self.precompiler.submit(self.task, configs)
-        for config in configs:
+        for i, config in enumerate(configs):
+            if i and self.out_of_time():
+                break
             if self.precompiler is not None and len(configs) > 1:
                 self.precompiler.wait(self.task, config)
             m = self.runner.measure(config.as_dict())
@@ -459,6 +467,10 @@ def _run_optuna(search: _Search, space: SearchSpace, seeds, result: ProblemResul
                 _tell(study, trial, m, canonical(config))
 
         search.measure_many(configs, result, after=tell)
+        for key, trials in batch.items():
+            if key not in search.memo:  # cut off by the time: no result, ignored by samplers
+                for trial in trials:
+                    study.tell(trial, state=TrialState.FAIL)
 
 
 def _all_failed(measured: list[tuple[dict, Measurement]]) -> str:
