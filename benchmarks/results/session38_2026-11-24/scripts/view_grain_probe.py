@@ -1,6 +1,7 @@
 """Session 38: strided views whose rows start off 16-byte boundaries (a slice of a wider
-tensor, an odd row stride, the first column dropped). The defaults now see the view's grain
-(rows_problem, with_view_grain) and take the aligned walk; before they went by width alone.
+tensor, an odd row stride, the first column dropped). Runs on tree 5299a53 only: there the
+defaults saw the view's grain (rows_problem, with_view_grain, since reverted in 53978d5) and
+took the aligned walk; before and after that commit they go by width alone.
 Per case: the packed tensor's default (the old pick for the view) and the view's default, both
 run on the view, next to torch on the view and the new default on a packed tensor of the same
 shape. Every output is checked against float64 first. Env: DTYPES, OUT.
