@@ -626,6 +626,38 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
     assert result.winners >= 1
 
 
+class _SlowerRetimeRunner(LocalRunner):
+    """Re-timing finalists takes 1 s."""
+
+    def retime(self, raw_configs, rounds):
+        import time
+
+        time.sleep(1.0)
+        return super().retime(raw_configs, rounds)
+
+
+def test_total_time_leaves_the_first_problem_room_for_its_finish(tmp_path):
+    """Defect: the reserve for re-timing was learned from finished problems only, so the first
+    one searched its whole share and its finish ran past it (an H100 run of --total-time 40
+    gave the first of two problems 37.8 s). Before any problem has finished, a search leaves
+    half its share (at most 20 s) for its finish."""
+    from flashtune.tuner.study import candidate_list
+
+    candidate_list(PROBLEM.op, PROBLEM.problem)  # the space's first listing takes seconds
+    db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
+    opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1, retime_rounds=1),
+                          timing=FAST, isolate=False, progress=False, total_budget_s=6.0)
+    result = run_session([PROBLEM], db, opts, device="cpu",
+                         runner=_SlowerRetimeRunner(PlantedAdapter(), FAST))
+    db.close()
+    [p] = result.problems
+    assert p.winner is not None and p.stopped_by == "time budget"
+    assert len(p.measured) > 1
+    # 3 s of search (one trial may overrun it), then 1 s of re-timing; before the fix the
+    # search ran to the end of the total (6 s less the listing and setup: 5.9 s here)
+    assert p.search_s < 4.0, f"searched {p.search_s:.1f} s of a 6 s total, leaving no finish"
+
+
 def test_total_time_caps_a_slow_worker_setup(tmp_path):
     """A worker's setup counts against --total-time: its wait is cut where the run's time ends
     (it waited up to setup_timeout_s, 600 s, whatever was left), the problem says why, and the

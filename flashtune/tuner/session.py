@@ -77,6 +77,15 @@ def max_shared_bytes(device: str) -> int | None:
         return None
 
 
+# What the first problem of a --total-time run leaves for its finish (setting up, re-checking
+# and re-timing the finalists: each re-check on a second shape is another compile), before any
+# problem has finished to measure it on: the smaller of half its share and 20 s. An H100
+# (thirty-eighth session) took 18.8 s past a 19 s search for softmax fp16 4096 x 50257, and
+# with no reserve a 40 s run for two problems gave the first 37.8 s and the second nothing.
+FIRST_FINISH_SHARE = 0.5
+FIRST_FINISH_GUESS_S = 20.0
+
+
 @dataclass
 class SessionOptions:
     tune: TuneOptions = field(default_factory=TuneOptions)
@@ -208,7 +217,8 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                     stage = None
                     continue
                 share = left / (len(problems) - index)
-                reserve = sum(outside) / len(outside) if outside else 0.0
+                reserve = (sum(outside) / len(outside) if outside
+                           else min(share * FIRST_FINISH_SHARE, FIRST_FINISH_GUESS_S))
                 budget = max(0.5, share - reserve)  # a search always measures one config
                 budget = min(budget, tune_opts.time_budget_s or budget)
                 tune_opts = _replace(tune_opts, time_budget_s=budget)
