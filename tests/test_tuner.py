@@ -608,6 +608,7 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
     earlier problems, and problems that get no time are reported untuned, not run late."""
     import time
 
+    candidate_list(PROBLEM.op, PROBLEM.problem)  # the space's first listing takes seconds
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     problems = [TuneProblem("softmax", SoftmaxProblem(8, 100 + i, "float32")) for i in range(6)]
     opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1, retime_rounds=1),
@@ -641,8 +642,6 @@ def test_total_time_leaves_the_first_problem_room_for_its_finish(tmp_path):
     one searched its whole share and its finish ran past it (an H100 run of --total-time 40
     gave the first of two problems 37.8 s). Before any problem has finished, a search leaves
     half its share (at most 20 s) for its finish."""
-    from flashtune.tuner.study import candidate_list
-
     candidate_list(PROBLEM.op, PROBLEM.problem)  # the space's first listing takes seconds
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1, retime_rounds=1),
@@ -656,6 +655,39 @@ def test_total_time_leaves_the_first_problem_room_for_its_finish(tmp_path):
     # 3 s of search (one trial may overrun it), then 1 s of re-timing; before the fix the
     # search ran to the end of the total (6 s less the listing and setup: 5.9 s here)
     assert p.search_s < 4.0, f"searched {p.search_s:.1f} s of a 6 s total, leaving no finish"
+
+
+class _SlowMeasureRunner(LocalRunner):
+    """Each trial takes 0.3 s more (a compile on a GPU takes seconds)."""
+
+    def measure(self, raw_config):
+        import time
+
+        time.sleep(0.3)
+        return super().measure(raw_config)
+
+
+@pytest.mark.parametrize("deadline_s", [None, 1.0])
+def test_a_finish_past_the_total_time_re_times_only_the_fastest(deadline_s):
+    """Defect: the finish re-checked and re-timed the top few whatever time was left, so a
+    --total-time run went on for their compiles after its end (an H100: 18-25 s past a 20 s
+    total). Past the run's end only the fastest trial is re-timed (and the defaults and the
+    stored winner, none here); without a deadline, the top few are."""
+    import time
+
+    opts = TuneOptions(mode="grid", n_trials=5, top_k=4, retime_rounds=1, seed_defaults=False)
+    candidates = five_configs()  # before the clock starts: a first listing takes seconds
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    result = tune_problem(PROBLEM, _SlowMeasureRunner(PlantedAdapter(), FAST), device="cpu",
+                          options=opts, candidates=candidates, deadline=deadline)
+    assert result.winner is not None
+    fastest = min(((c, m) for c, m in result.measured if m.ok), key=lambda cm: cm[1].median_ms)[0]
+    finalists = [c for c, _ in result.finalists]
+    if deadline_s is None:
+        assert len(result.measured) == 5 and len(finalists) == 4
+    else:
+        assert len(result.measured) >= 2, "the search should measure past its first trial"
+        assert finalists == [fastest]
 
 
 def test_total_time_caps_a_slow_worker_setup(tmp_path):

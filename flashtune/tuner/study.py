@@ -18,6 +18,7 @@ yardstick for measuring the tuner itself. ``random`` mode is the baseline TPE mu
 from __future__ import annotations
 
 import random
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -157,6 +158,7 @@ class _Search:
         self.best: float | None = None
         self.since_gain = 0
         self.t0 = time.monotonic()
+        self.trial_s: list[float] = []  # wall seconds of each measurement (compile included)
 
     def stop_reason(self, n_done: int) -> str:
         o = self.options
@@ -188,7 +190,9 @@ class _Search:
                 break
             if self.precompiler is not None and len(configs) > 1:
                 self.precompiler.wait(self.task, config)
+            started = time.monotonic()
             m = self.runner.measure(config.as_dict())
+            self.trial_s.append(time.monotonic() - started)
             self.memo[canonical(config)] = m
             result.measured.append((config.as_dict(), m))
             if m.ok and (self.best is None or m.median_ms < self.best * (1 - MIN_GAIN)):
@@ -515,6 +519,20 @@ def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], l
     return retimed, unjudged
 
 
+def _finalists_in_time(search: _Search, required: int) -> int | None:
+    """How many finalists the re-timing takes (None: all of them), unless the run's --total-time is
+    near its end. Then the fastest trial, the defaults and the stored winner (``required``)
+    and as many more as fit in the time left, each reckoned at the median trial's wall time
+    (a finalist's re-check on a second shape is another compile, as a trial is: an H100 took
+    18-25 s to re-check and re-time six finalists, thirty-ninth session)."""
+    if search.deadline is None or not search.trial_s:
+        return None
+    each = statistics.median(search.trial_s)
+    if each <= 0:
+        return None
+    return max(required, int(max(0.0, search.deadline - time.monotonic()) // each))
+
+
 def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -> None:
     """Re-time the top few round-robin and choose the winner by the fixed rule.
 
@@ -531,20 +549,33 @@ def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -
     the other way round, must have been fast in its trial too (choose_winner's trial_ms).
     """
     ok = sorted(((c, m) for c, m in result.measured if m.ok), key=lambda cm: (cm[1].median_ms, canonical(cm[0])))
-    seen, finalists = set(), []
+    challengers, seen = [], set()
     for c, m in ok:
         if canonical(c) not in seen:
             seen.add(canonical(c))
-            finalists.append(c)
-        if len(finalists) == search.options.top_k:
+            challengers.append(c)
+        if len(challengers) == search.options.top_k:
             break
     passed = {canonical(c) for c, _ in ok}
     # (not when every trial failed: then _all_failed says why, as without a stored winner)
     unmeasured = {canonical(c) for c in incumbent} - set(search.memo) if ok else set()
+    seeded = []
     for c in [*defaults, *incumbent]:
         if canonical(c) in passed | unmeasured and canonical(c) not in seen:
             seen.add(canonical(c))
-            finalists.append(dict(c))  # a plain dict, as the measured finalists are
+            seeded.append(dict(c))  # a plain dict, as the measured finalists are
+    kept = {canonical(c) for c in [*defaults, *incumbent]} & (passed | unmeasured)
+    room = _finalists_in_time(search, 1 + len(kept))
+    if room is not None:  # near the end of --total-time: the fastest, the seeded, what fits
+        extra, trimmed = room - 1 - len(kept), []
+        for i, c in enumerate(challengers):
+            if i == 0 or canonical(c) in kept:
+                trimmed.append(c)
+            elif extra > 0:
+                trimmed.append(c)
+                extra -= 1
+        challengers = trimmed
+    finalists = challengers + seeded
     if not finalists:
         result.error = result.error or _all_failed(result.measured)
         return
