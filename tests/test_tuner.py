@@ -338,6 +338,27 @@ def test_gate_agrees_with_the_project_accuracy_rule():
     assert gate.check(good) is None and "NaN" in gate.check(nan)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_an_oracle_past_the_dtypes_range_asks_for_its_infinity(dtype):
+    """Defect: log_softmax of [max, -max] is -2 max at the second element, -inf in the dtype
+    for torch and flashtune alike, and the accuracy rule and the gate refused both (the
+    float64 oracle is finite there). Now the oracle is judged as the dtype holds it; a
+    finite output there, or an infinity of the wrong sign, is still refused."""
+    big = torch.finfo(dtype).max
+    x = torch.tensor([[big, -big, 0.0, 1.0], [0.5, 1.0, -1.0, 2.0]], dtype=dtype)
+    ref = torch.log_softmax(x.double(), -1)
+    peer = torch.log_softmax(x, -1)
+    assert peer[0, 1] == float("-inf") and torch.isfinite(ref).all()
+    gate = Gate(ref, peer, dtype)
+    finite_there = peer.clone()
+    finite_there[0, 1] = -big
+    wrong_sign = peer.clone()
+    wrong_sign[0, 1] = float("inf")
+    assert check_accuracy(peer, ref, peer).ok and gate.check(peer) is None
+    for out in (finite_there, wrong_sign):
+        assert not check_accuracy(out, ref, peer).ok and gate.check(out) is not None
+
+
 @pytest.mark.parametrize("text", ["softmax:float16", "softmax:float16:4096", "softmax:int8:4x4",
                                   "nope:float16:4x4", "softmax:float16:0x4"])
 def test_bad_problem_text_is_a_clear_value_error(text):
