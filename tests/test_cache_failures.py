@@ -204,6 +204,42 @@ def test_foreign_layout_runtime_path(db_url):
     assert winners == [] and len(said) == 1 and "ft_v1_winners" in said[0]
 
 
+def _add_mistyped_v1_table(url):
+    """This version's column names and primary key, but the times (and the date) as text."""
+    engine = raw_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "CREATE TABLE ft_v1_winners (config TEXT, median_ms TEXT, p20_ms TEXT, p80_ms TEXT, "
+            "trials INTEGER, flashtune_version TEXT, tuned_at TEXT, device_name TEXT, "
+            "capability TEXT, sm_count INTEGER, triton_version TEXT, family_hash TEXT, op TEXT, "
+            "dtype TEXT, bucket TEXT, PRIMARY KEY (device_name, capability, sm_count, "
+            "triton_version, family_hash, op, dtype, bucket))"))
+    engine.dispose()
+
+
+def test_mistyped_columns_tuning_path(db_url):
+    """Defect: only column names and the primary key were compared. With the times in text
+    columns, `flashtune tune` and `import` reported winners stored (SQLite kept them as text)
+    that every reader then skipped as invalid rows, on every re-run."""
+    _add_mistyped_v1_table(db_url)
+    with pytest.raises(CacheError, match=r"ft_v1_winners does not have the schema v1 layout "
+                                         r"\(median_ms is text, not number"):
+        TuneDB(db_url)
+
+
+def test_mistyped_columns_runtime_path(db_url):
+    _add_mistyped_v1_table(db_url)
+    winners, said = _runtime_twice(db_url)
+    assert winners == [] and len(said) == 1 and "median_ms is text, not number" in said[0]
+
+
+def test_our_own_tables_pass_the_type_check(db_url):
+    with TuneDB(db_url) as db:
+        _store(db, median=2.0)
+    with TuneDB(db_url) as db:  # reopened: the reflected types of our own tables
+        assert [w.median_ms for w in db.winners()] == [2.0]
+
+
 # -- a locked database ------------------------------------------------------------------------
 
 def test_locked_database_tuning_path(sqlite_url, tmp_path):

@@ -6,7 +6,7 @@ A table with this version's name but another layout is an error: it was not writ
 
 from __future__ import annotations
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, types
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateTable
 
@@ -39,12 +39,33 @@ def other_versions_note(found: dict[int, list[str]]) -> str:
             f"v{SCHEMA_VERSION} and leaves them alone (winners there are not used: re-tune)")
 
 
+# What a column of ours holds, and the reflected column types that keep it: a number stored
+# in a text column (SQLite converts it, keeping 15 digits) comes back as a str, which every
+# reader then skips as an invalid row, while the writer had reported it stored.
+_KINDS = (("integer", types.Integer), ("number", (types.Float, types.Numeric)),
+          ("text", types.String), ("date-time", types.DateTime))
+
+
+def _kind(column_type) -> str:
+    for name, base in _KINDS:
+        if isinstance(column_type, base):
+            return name
+    return type(column_type).__name__  # NullType: a type name this database does not know
+
+
+def _mistyped(table, columns: list[dict]) -> list[str]:
+    found = {col["name"]: col["type"] for col in columns}
+    return [f"{col.name} is {_kind(found[col.name])}, not {_kind(col.type)}"
+            for col in table.columns if _kind(found[col.name]) != _kind(col.type)]
+
+
 def check_layout(conn: Connection, present: set[str]) -> None:
     inspector = inspect(conn)
     for table in TABLES:
         if table.name not in present:
             continue
-        have = {col["name"] for col in inspector.get_columns(table.name)}
+        columns = inspector.get_columns(table.name)
+        have = {col["name"] for col in columns}
         want = {col.name for col in table.columns}
         pk = inspector.get_pk_constraint(table.name).get("constrained_columns") or []
         want_pk = [col.name for col in table.primary_key]
@@ -54,6 +75,12 @@ def check_layout(conn: Connection, present: set[str]) -> None:
                 f"table {table.name} does not have the schema v{SCHEMA_VERSION} layout "
                 f"(missing columns {missing}, unexpected columns {extra}, primary key {pk}); "
                 "it was not written by this flashtune version"
+            )
+        mistyped = _mistyped(table, columns)
+        if mistyped:
+            raise SchemaProblem(
+                f"table {table.name} does not have the schema v{SCHEMA_VERSION} layout "
+                f"({'; '.join(mistyped)}); it was not written by this flashtune version"
             )
 
 
