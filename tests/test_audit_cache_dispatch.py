@@ -195,6 +195,13 @@ def test_rows_of_another_device_or_triton_are_not_used(fresh_db, column, value):
     ("sqlite:////tmp/x.sqlite?mode=ro&mode=ro", "not supported"),
     ("sqlite://?mode=ro", "mode=ro needs an SQLite file"),
     ("sqlite:///:memory:?mode=ro", "mode=ro needs an SQLite file"),
+    # Defect: SQLAlchemy drops a parameter without a value, so ?mode= (a script's
+    # ?mode=$MODE with MODE unset) opened the database writable, and a '?' in a file name
+    # silently opened another file (/tmp/a for /tmp/a?b.sqlite).
+    ("sqlite:////tmp/x.sqlite?mode=", "'mode' without a value"),
+    ("sqlite:////tmp/x.sqlite?timeout", "'timeout' without a value"),
+    ("sqlite:////tmp/a?b.sqlite", "'b.sqlite' without a value"),
+    ("sqlite:////tmp/x.sqlite?mode=ro&cache", "'cache' without a value"),
 ])
 def test_malformed_urls_are_value_errors_naming_url(url, reason):
     # Defects: a bad port leaked "invalid literal for int()"; "" meant the current folder;
@@ -251,6 +258,7 @@ _WRITERS = (["clear", "--yes"], ["import", "x.json"])
     # Defect: read-only commands ignored URL parameters (they open SQLite files themselves),
     # writers took some: every command refuses them now.
     *[(c, "sqlite:///{path}?timeout=abc", "'timeout' not supported") for c in (["show"], *_WRITERS)],
+    *[(c, "sqlite:///{path}?mode=", "'mode' without a value") for c in (["show"], *_WRITERS)],
 ])
 def test_cli_names_a_malformed_url(tmp_path, capsys, command, db, reason):
     seed(tmp_path / "t.sqlite", "softmax", "float32", (4, 32), _GOOD)

@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import unquote
 
 from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -140,6 +141,7 @@ def _resolve_given(url: str | os.PathLike | URL) -> URL:
                          "postgresql+psycopg2:// or postgresql+psycopg://")
     if parsed.get_backend_name() == "sqlite":
         check_sqlite_host(parsed, "url")
+        _check_no_dropped_parameters(url, parsed)
         _check_sqlite_query(parsed)
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "").startswith("~"):
         # As for a plain path (and --journal): sqlite:///~/x.sqlite means the home folder, not
@@ -157,6 +159,20 @@ def check_sqlite_host(url: URL, name: str) -> None:
         raise ValueError(f"{name}: an SQLite URL has no host, user or port (sqlite://tmp/x.sqlite, "
                          "a slash short, names a host 'tmp'); give sqlite:///relative/path.sqlite, "
                          "sqlite:////absolute/path.sqlite or the file path itself")
+
+
+def _check_no_dropped_parameters(text: str | URL, parsed: URL) -> None:
+    """ValueError for a URL parameter given without a value, which SQLAlchemy drops: with
+    ``?mode=`` (a script's ``?mode=$MODE``, MODE unset) a writer opened the database it was
+    meant not to touch, and ``sqlite:////tmp/a?b.sqlite`` opened the file /tmp/a."""
+    if not isinstance(text, str) or "?" not in text:
+        return
+    given = [part.split("=", 1)[0] for part in text.split("?", 1)[1].split("&") if part]
+    dropped = sorted({unquote(name) for name in given} - set(parsed.query))
+    if dropped:
+        raise ValueError(f"url: SQLite URL parameter(s) {', '.join(map(repr, dropped))} without "
+                         "a value; the only one flashtune takes is mode=ro (a '?' in a URL starts "
+                         "its parameters: give a file whose name holds one as a plain path)")
 
 
 def _check_sqlite_query(url: URL) -> None:
