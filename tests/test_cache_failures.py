@@ -240,6 +240,45 @@ def test_our_own_tables_pass_the_type_check(db_url):
         assert [w.median_ms for w in db.winners()] == [2.0]
 
 
+def _edit_schema(path, statement: str) -> None:
+    """Change sqlite_master itself, as a corrupt file or another program could have it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA writable_schema=ON")
+    conn.execute(statement)  # fixed test statements only
+    conn.close()
+
+
+_NOT_UTF8 = {
+    # a column type that is not UTF-8: SQLAlchemy's type parser got bytes ("cannot use a
+    # string pattern on a bytes-like object")
+    "column type": ("UPDATE sqlite_master SET sql = replace(sql, 'median_ms FLOAT', "
+                    "'median_ms ' || CAST(X'464CFF4154' AS TEXT)) WHERE name = 'ft_v1_winners'",
+                    "column types cannot be read"),
+    # a table name that is not UTF-8 in SQL that does not parse: sqlite3 could not decode
+    # SQLite's own message ("'utf-8' codec can't decode byte 0xff")
+    "schema message": ("UPDATE sqlite_master SET name = CAST(X'FF' AS TEXT), "
+                       "sql = 'CREATE TABIE x(a)' WHERE name = 'ft_v1_trials'",
+                       "holds text that is not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NOT_UTF8))
+def test_schema_text_that_is_not_utf8_is_named_as_a_database_problem(sqlite_url, tmp_path, case):
+    """Defect: the tuner, `import` and `show` said only "error: cannot use a string pattern on
+    a bytes-like object" or "'utf-8' codec can't decode byte 0xff" (not naming the database),
+    and the runtime's one warning carried the same words."""
+    with TuneDB(sqlite_url) as db:
+        _store(db, median=2.0)
+    statement, words = _NOT_UTF8[case]
+    _edit_schema(tmp_path / "tuned.sqlite", statement)
+    with pytest.raises(CacheError, match=words) as caught:
+        TuneDB(sqlite_url)
+    assert str(tmp_path / "tuned.sqlite") in str(caught.value)
+    winners, said = _runtime_twice(sqlite_url)
+    assert winners == [] and len(said) == 1 and words in said[0], said
+
+
 # -- a locked database ------------------------------------------------------------------------
 
 def test_locked_database_tuning_path(sqlite_url, tmp_path):

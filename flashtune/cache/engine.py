@@ -371,12 +371,12 @@ def foreign_tables(path: Path) -> list[str]:
         if not path.is_file() or path.stat().st_size == 0:
             return []
         conn = _connect_read_only(path, timeout=1.0)
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, UnicodeDecodeError):  # the open that follows says why
         return []
     try:
         names = [row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return []
     finally:
         conn.close()
@@ -522,6 +522,10 @@ def explain(err: BaseException, url: URL, timeout: float, *, given: bool = False
     # The driver's text may quote the URL (a host name it could not resolve, say).
     text = hide_password(lines[0]) if lines else type(orig).__name__
     lowered = text.lower()
+    if isinstance(orig, UnicodeDecodeError):
+        return (f"{where} is not a readable SQLite database (corrupt, or another kind of "
+                "file): its schema or SQLite's message about it holds text that is not UTF-8. "
+                f"Move it away or {other_database(given)}.")
     if "not a database" in lowered or "malformed" in lowered:
         return (f"{where} is not a readable SQLite database (corrupt, or another kind of "
                 f"file): {text}. Move it away or {other_database(given)}.")
@@ -608,4 +612,6 @@ def writable_place(given: bool) -> str:
             else f"Set {DB_ENV} or FLASHTUNE_CACHE_DIR to a writable place")
 
 
-CACHE_FAILURES = (SQLAlchemyError, OSError)
+# UnicodeDecodeError: sqlite3 decoding an error message or schema text that is not UTF-8
+# (a corrupt file, or one written behind flashtune's back), which no other error type covers.
+CACHE_FAILURES = (SQLAlchemyError, OSError, UnicodeDecodeError)

@@ -59,12 +59,22 @@ def _mistyped(table, columns: list[dict]) -> list[str]:
             for col in table.columns if _kind(found[col.name]) != _kind(col.type)]
 
 
+def _columns(inspector, name: str) -> list[dict]:
+    try:
+        return inspector.get_columns(name)
+    except TypeError as err:
+        # Column type text that is not UTF-8 reaches SQLAlchemy's type parser as bytes
+        # (engine._text_or_bytes): "cannot use a string pattern on a bytes-like object".
+        raise SchemaProblem(f"table {name}'s column types cannot be read (text that is not "
+                            f"UTF-8: a corrupt file, or not written by flashtune)") from err
+
+
 def check_layout(conn: Connection, present: set[str]) -> None:
     inspector = inspect(conn)
     for table in TABLES:
         if table.name not in present:
             continue
-        columns = inspector.get_columns(table.name)
+        columns = _columns(inspector, table.name)
         have = {col["name"] for col in columns}
         want = {col.name for col in table.columns}
         pk = inspector.get_pk_constraint(table.name).get("constrained_columns") or []
