@@ -838,6 +838,24 @@ def test_runtime_notice_spells_out_control_characters_of_the_database_name(tmp_p
         assert "odd\\x1b[31m\\nname" in said[0], said
 
 
+@pytest.mark.parametrize("trouble", ["missing", "a folder", "a link loop"])
+def test_cli_spells_out_control_characters_of_the_database_name(tmp_path, capsys, trouble):
+    """Defect: `show` and `clear` printed "no winner database at PATH" raw, and every command's
+    error line carried a link loop's (or another CacheError's) path raw: an escape sequence
+    recoloured the terminal and a newline split the line."""
+    from cli_helpers import run_cli
+
+    path = tmp_path / "odd\x1b[31m\nname.sqlite"
+    if trouble == "a folder":
+        path.mkdir()
+    elif trouble == "a link loop":
+        path.symlink_to(path)
+    for command in (["show"], ["clear", "--yes"], ["export", str(tmp_path / "out.json")]):
+        _, out, err = run_cli(capsys, *command, "--db", str(path))
+        assert "odd\\x1b[31m\\nname" in out + err, (command, out, err)
+        assert "\x1b" not in out + err and len((out + err).strip().splitlines()) == 1, (command, out, err)
+
+
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_database_file_deleted_or_replaced_while_open_is_not_written_to(tmp_path, how):
     # Defect: a tuner keeps its SQLite connection open, so after `rm tuned.sqlite` (or a

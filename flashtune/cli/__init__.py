@@ -101,7 +101,10 @@ def _run(args: argparse.Namespace, unknown: list[str]) -> int:
         _silence_stdout()
         return 141
     except (ValueError, TypeError, OSError) as err:
-        print(f"flashtune {args.command}: error: {err}", file=sys.stderr)
+        from ..cache.records import printable
+
+        # spelled out: the text may quote a path or URL holding an escape sequence or newline
+        print(f"flashtune {args.command}: error: {printable(str(err))}", file=sys.stderr)
         return 2
     finally:
         warnings.formatwarning = previous

@@ -22,13 +22,14 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..cache import TuneDB
+    from ..cache.records import printable
     from ..dispatch.info import current_device_info, database_location, database_missing
 
     check_writable_db(args.db)  # a read-only --db: not "would delete N, run with --yes"
     where, _ = database_location(args.db)
     missing = database_missing(args.db)
     if missing:
-        print(f"no winner database at {missing}; nothing to clear")
+        print(f"no winner database at {printable(str(missing))}; nothing to clear")
         return 0
     device = None if args.all_devices else current_device_info()
     scope = "all devices" if device is None else device.name

@@ -67,7 +67,7 @@ def _default_speedup(db, winner) -> str:
 
 def run(args) -> int:
     from ..cache import TuneDB
-    from ..cache.records import check_fits_bucket, check_key
+    from ..cache.records import check_fits_bucket, check_key, printable
     from ..dispatch import RUNTIME
     from ..dispatch.settings import as_set
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
@@ -76,7 +76,7 @@ def run(args) -> int:
     where, _ = database_location(args.db)
     missing = database_missing(args.db)
     if missing:
-        print(f"no winner database at {missing} (run `flashtune tune` first)")
+        print(f"no winner database at {printable(str(missing))} (run `flashtune tune` first)")
         return 0
     device = None if args.all_devices else current_device_info()
     with TuneDB(args.db, read_only=True) as db:
