@@ -262,3 +262,20 @@ def test_disable_messages_name_the_value_that_was_set(fresh_db, capsys, monkeypa
     assert "# dispatch: FLASHTUNE_DISABLE=yes:" in capsys.readouterr().err
     assert main(["show"]) == 0
     assert "FLASHTUNE_DISABLE=yes: the runtime uses none" in capsys.readouterr().out
+
+
+def test_show_clips_a_huge_device_name_from_the_database(fresh_db, capsys):
+    """Defect: `show --all-devices` printed a tampered row's 3,000,000-character device name
+    whole, padding every line of the table to that width; cells are cut at 200 characters
+    now, saying how long they were (as `export` refuses such a row)."""
+    import sqlite3
+
+    seed(fresh_db, "softmax", "float32", (4, 32), row_config(32))
+    conn = sqlite3.connect(fresh_db)
+    conn.execute("UPDATE ft_v1_winners SET device_name = ?", ("gpu" * 5000,))
+    conn.commit()
+    conn.close()
+    assert main(["show", "--all-devices", "--db", str(fresh_db)]) == 0
+    out = capsys.readouterr().out
+    assert "(15000 characters)" in out
+    assert max(len(line) for line in out.splitlines()) < 600, out[:300]

@@ -140,10 +140,15 @@ def _bucket_text(bucket: dict) -> str:
     return f"{bucket.get('rows_bucket', '?')}x{bucket.get('cols_bucket', '?')}{odd}"
 
 
-def _print_table(header: list[str], rows: list[list[str]]) -> None:
-    from ..cache.records import printable  # a device name comes from the database
+# A cell's most characters: a device name comes from the database, where a tampered row held
+# 3,000,000 characters and padded every line of the table to that width.
+MAX_CELL = 200
 
-    rows = [[printable(cell) for cell in row] for row in rows]
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    from ..cache.records import clip  # printable: a device name comes from the database
+
+    rows = [[clip(cell, MAX_CELL) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
