@@ -1240,3 +1240,22 @@ def test_no_worker_is_started_when_the_run_s_time_is_already_over():
         runner.setup(Task("softmax", PROBLEM.problem, "cpu", 0))
     assert not started
     runner.close()
+
+
+def test_a_worker_started_early_is_the_one_that_sets_the_problem_up():
+    """A session starts its worker before listing the first problem's candidates (seconds of
+    Python on a GPU host), so the worker's imports happen meanwhile; the setup that follows
+    uses that process, not a second one."""
+    from flashtune.tuner.worker import Task
+
+    runner = ProcessRunner(PlantedAdapter(), FAST, trial_timeout_s=120)
+    try:
+        runner.start_early()
+        early = runner._proc.pid
+        runner.start_early()  # a second call keeps the running worker
+        assert runner._proc.pid == early
+        runner.setup(Task("softmax", PROBLEM.problem, "cpu", 0))
+        assert runner.measure(five_configs()[0]).ok
+        assert runner._proc.pid == early and runner.restarts == 0
+    finally:
+        runner.close()

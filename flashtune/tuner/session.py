@@ -191,6 +191,8 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
         runner = (ProcessRunner(adapter, options.timing, options.trial_timeout_s,
                                 deadline=deadline) if options.isolate
                   else LocalRunner(adapter, options.timing))
+        if isinstance(runner, ProcessRunner):
+            runner.start_early()
     own_precompiler = precompiler is None
     if own_precompiler and options.precompile_workers > 0 and device.startswith("cuda"):
         precompiler = Precompiler(options.precompile_workers, device, options.trial_timeout_s)
