@@ -217,55 +217,64 @@ class VariantSpace:
 
     @functools.cached_property
     def _valid_values(self) -> tuple[tuple[Any, ...], ...]:
-        return tuple(tuple(config[name] for name in self.names) for config in self._walk())
+        return tuple(self._walk())
 
-    def _walk(self) -> Iterator[Config]:
-        """The configs of exhaustive(), found by a pruned walk of the product.
+    def _walk(self) -> list[tuple[Any, ...]]:
+        """The configs of exhaustive() as tuples of values in ``names`` order, found by a
+        pruned walk of the product.
 
         The full product runs to many millions of configs (forward softmax: over a billion)
         of which a small fraction is valid, so tunables are chosen one at a time and a branch
         is cut early when some constraint already rejects the partial choice (see Constraint
-        for what that relies on).
-        A complete choice is always judged exactly as ``validate`` judges it, on a plain dict,
-        so pruning can only save time: it never lets an invalid config through.
+        for what that relies on). A constraint that accepts a partial choice read only chosen
+        tunables, so it accepts every completion: it is not asked again below that choice.
+        A complete choice is always judged exactly as ``validate`` judges it, by every
+        constraint on a plain dict, so pruning can only save time: it never lets an invalid
+        config through. (Values are collected as tuples straight from the choice: building a
+        Config per config and reading it back took most of the walk's 7-11 s.)
         """
         names = self.names
         choices = [p.exhaustive for p in self.params]
         last = len(names) - 1
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, Any] = {}  # in names order: deeper choices are deleted on the way up
         partial = _PartialConfig(chosen, frozenset(names))
+        found: list[tuple[Any, ...]] = []
 
-        def rejects_every_completion() -> bool:
-            for constraint in self.constraints:
+        def still_open(pending: tuple) -> tuple | None:
+            """The constraints of ``pending`` the partial choice leaves undecided; None when
+            one of them rejects it (and with it every completion)."""
+            left = []
+            for constraint in pending:
                 try:
                     if constraint(partial) is not None:
-                        return True
+                        return None
                 except _Undecided:
-                    pass  # it needs a tunable not chosen yet
+                    left.append(constraint)  # it needs a tunable not chosen yet
                 except Exception:  # noqa: BLE001 - e.g. a division guarded by another constraint
-                    pass  # not decidable on a partial choice; the complete one is judged below
-            return False
+                    left.append(constraint)  # not decidable on a partial choice
+            return tuple(left)
 
         def meets_constraints() -> bool:
             raw = dict(chosen)
             return all(c(raw) is None for c in self.constraints)
 
-        def walk(depth: int) -> Iterator[Config]:
+        def walk(depth: int, pending: tuple) -> None:
             name = names[depth]
             for value in choices[depth]:
                 chosen[name] = value
                 if depth == last:
                     if meets_constraints():
-                        yield Config(self.name, tuple(chosen.items()), _MAKE_TOKEN)
-                elif not rejects_every_completion():
-                    yield from walk(depth + 1)
+                        found.append(tuple(chosen.values()))
+                    continue
+                left = still_open(pending)
+                if left is not None:
+                    walk(depth + 1, left)
             del chosen[name]
 
         if not names:  # the product of no choices is one empty config
-            if meets_constraints():
-                yield Config(self.name, (), _MAKE_TOKEN)
-            return
-        yield from walk(0)
+            return [()] if meets_constraints() else []
+        walk(0, tuple(self.constraints))
+        return found
 
     def describe(self) -> str:
         """One line per tunable, for template headers and CLI help."""
