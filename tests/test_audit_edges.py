@@ -175,6 +175,10 @@ def test_a_password_in_the_url_query_stays_out_of_env_and_messages(capsys, monke
     ("postgresql://u@h/db?password=pw", "postgresql://u@h/db?password=***"),
     ("postgresql://u@h/db?sslmode=require&password=p%40w&x=1",
      "postgresql://u@h/db?sslmode=require&password=***&x=1"),
+    # Defect: libpq's sslpassword (the client key's passphrase) was shown as given
+    ("postgresql://u@h/db?sslpassword=hunter2", "postgresql://u@h/db?sslpassword=***"),
+    ("postgresql://u@h/db?sslmode=require&SSLPassword=k&x=1",
+     "postgresql://u@h/db?sslmode=require&SSLPassword=***&x=1"),
     # no password: unchanged, SQLite paths with ":" and "@" included
     ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
     ("sqlite:////tmp/a:b@c/x.sqlite", "sqlite:////tmp/a:b@c/x.sqlite"),

@@ -44,9 +44,9 @@ _PASSWORD = re.compile(r"(://[^/:\s]*:)\S*@")
 _DB_SCHEME = r"(?:sqlite|postgres|postgresql|mysql|mariadb|oracle|mssql)(?:\+\w+)?:"
 # _PASSWORD after such a scheme missing its "//".
 _HALF_URL_PASSWORD = re.compile(rf"(\b{_DB_SCHEME}/?[^/:\s]*:)\S*@", re.IGNORECASE)
-# A password given in the query ("...?password=pw": psycopg2 and libpq take it so), which
-# SQLAlchemy's hide_password leaves as it is.
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
+# A password given in the query ("...?password=pw": psycopg2 and libpq take it so, and
+# sslpassword, the client key's passphrase), which SQLAlchemy's hide_password leaves as it is.
+_QUERY_PASSWORD = re.compile(r"([?&]\w*password=)[^&\s]*", re.IGNORECASE)
 
 
 _HALF_URL = re.compile(_DB_SCHEME, re.IGNORECASE)
@@ -66,7 +66,7 @@ def hide_password(text: str) -> str:
 # database scheme missing its "//" (postgresql:/u:two words@h/db).
 _URL_PASSWORD = re.compile(rf"^(\s*(?:[\w+]+://|{_DB_SCHEME}/?)[^:/]*:).*@",
                            re.DOTALL | re.IGNORECASE)
-_URL_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+_URL_QUERY_PASSWORD = re.compile(r"([?&]\w*password=)[^&]*", re.IGNORECASE)
 
 
 def hide_url_password(url: str) -> str:
