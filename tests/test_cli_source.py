@@ -218,3 +218,25 @@ def test_source_boolean_tunables_take_the_switches_words(capsys, monkeypatch):
         main(["source", "softmax", "--exp2", "y"])
     assert "argument --exp2: expected true or false (1/true/yes/on or 0/false/no/off), got 'y'" \
         in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sms", [None, 108, 132])
+def test_source_shows_the_default_for_this_gpus_sm_count(capsys, monkeypatch, sms):
+    """Defect: `source` showed the defaults of a 132-SM GPU whatever the GPU, so on an A100
+    (108 SMs) 128 x 262144 fp16 showed a split kernel where the runtime ran the online one.
+    Without a GPU it says which SM count it assumed."""
+    from flashtune.cache import DeviceInfo
+    from flashtune.gen.softmax_space import SoftmaxProblem, default_config
+
+    here = (DeviceInfo("triton-interpreter", "cpu", 2, "3.9") if sms is None
+            else DeviceInfo("some GPU", "8.0", sms, "3.6"))
+    monkeypatch.setattr(DeviceInfo, "current", classmethod(lambda cls, device=None: here))
+    problem = SoftmaxProblem(128, 262144, "float16")
+    assert main(["source", "softmax", "--shape", "128x262144", "--dtype", "float16"]) == 0
+    out, err = capsys.readouterr()
+    want = default_config("softmax", problem, sms or 132)
+    assert f'regime "{want["regime"]}"' in out
+    assert f"splits           = {want['splits']} " in out
+    assert ("no GPU here: the default config for a GPU of 132 SMs" in err) == (sms is None)
+    if sms == 108:  # the case the defect was seen on: the two GPUs' defaults differ
+        assert want != default_config("softmax", problem, 132)
