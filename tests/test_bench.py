@@ -399,3 +399,57 @@ def test_bench_interpret_without_triton_interpret_set(tmp_path):
     result = json.loads((tmp_path / "out" / JSON_NAME).read_text())
     ours = [r for r in result["softmax"] if r["impl"] == FLASHTUNE]
     assert ours and all(r["status"] == "ok" for r in ours), [r.get("error") for r in ours]
+
+
+@pytest.mark.parametrize("field", ["device", "dtype"])
+def test_report_draws_dollar_signs_as_written(bench_run, tmp_path, field):
+    """Defect: names from the result reach the plots' titles and labels, and matplotlib read
+    "$...$" in them as math: an edited "$\\frac{1}$" stopped the report with a parser error
+    naming nothing, after some plots had been rewritten."""
+    _, result, _ = bench_run
+    odd = json.loads(json.dumps(result))
+    if field == "device":
+        odd["meta"]["device"] = "$\\frac{1}$ cost $5 and $6"
+    else:
+        for row in odd["softmax"]:
+            row["dtype"] = "$\\frac{1}$"
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(odd))
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    assert (tmp_path / "out" / "plot_softmax.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("how", ["named", "linked"])
+def test_report_does_not_write_over_the_result_it_reads(bench_run, tmp_path, how):
+    """Defect: a result saved as flashtune_bench.md in the output folder was replaced by the
+    Markdown (exit 0); the next report said "not JSON"."""
+    out_dir, _, _ = bench_run
+    kept = (out_dir / JSON_NAME).read_text()
+    if how == "named":
+        source = tmp_path / MARKDOWN_NAME
+        source.write_text(kept)
+    else:
+        source = tmp_path / "result.json"
+        source.write_text(kept)
+        (tmp_path / MARKDOWN_NAME).symlink_to(source)
+    rc, _, err = _cli("report", str(source), "--out", str(tmp_path))
+    assert rc == 2 and "the report would write over it" in err, err
+    assert source.read_text() == kept
+
+
+def test_report_counts_a_row_without_a_check_apart(bench_run, tmp_path):
+    """Defect: a timed row without a check showed unmarked in the tables and not in the notes,
+    while the correctness line counted it as failing ("47 of 48 timed outputs pass")."""
+    _, result, _ = bench_run
+    odd = json.loads(json.dumps(result))
+    row = next(r for r in odd["softmax"] if r["status"] == "ok")
+    del row["check"]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(odd))
+    rc, _, err = _cli("report", str(path), "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    text = (tmp_path / "out" / MARKDOWN_NAME).read_text()
+    timed = sum(1 for r in odd["softmax"] + odd["backward"] + odd["attention"] if r["status"] == "ok")
+    assert f"of {timed - 1} checked outputs pass (1 timed without a check)" in text
+    assert f"**{row['impl']}** timed without a check in 1 case(s)" in text

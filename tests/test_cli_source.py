@@ -240,3 +240,14 @@ def test_source_shows_the_default_for_this_gpus_sm_count(capsys, monkeypatch, sm
     assert ("no GPU here: the default config for a GPU of 132 SMs" in err) == (sms is None)
     if sms == 108:  # the case the defect was seen on: the two GPUs' defaults differ
         assert want != default_config("softmax", problem, 132)
+
+
+def test_source_with_stdout_closed_exits_quietly():
+    """Defect: `flashtune source softmax >&-` ended in a traceback (sys.stdout is None there;
+    every other command's print skips it)."""
+    done = subprocess.run([sys.executable, "-c", "import sys, os; sys.stdout.close(); "
+                           "sys.stdout = None; from flashtune.cli import main; "
+                           "raise SystemExit(main(['source', 'softmax']))"],
+                          stderr=subprocess.PIPE, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -186,11 +186,19 @@ PLOT_FILE = re.compile(rf"^plot_(softmax|tuning|overhead|attention_({_BENCH_DTYP
 
 
 def write_plots(result, out_dir: Path) -> list[Path]:
-    """Every plot of ``result`` in ``out_dir``; the paths written."""
-    paths = [plot_softmax(result, out_dir / "plot_softmax.png")] if result["softmax"] else []
-    dtypes = dict.fromkeys(r["dtype"] for r in result["attention"])
-    paths += [plot_attention(result, d, out_dir / f"plot_attention_{d}.png") for d in dtypes]
-    paths.append(plot_tuning(result, out_dir / "plot_tuning.png"))
-    if result.get("overhead"):  # None: not run (--no-overhead); an error record is drawn
-        paths.append(plot_overhead(result, out_dir / "plot_overhead.png"))
+    """Every plot of ``result`` in ``out_dir``; the paths written.
+
+    Text is drawn as written: a result's names (a device, a dtype, a case) reach titles and
+    labels, and matplotlib read "$...$" in them as math (an edited "$\\frac{1}$" stopped
+    `flashtune report` with a parser error, after some plots were rewritten)."""
+    _pyplot()
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        paths = [plot_softmax(result, out_dir / "plot_softmax.png")] if result["softmax"] else []
+        dtypes = dict.fromkeys(r["dtype"] for r in result["attention"])
+        paths += [plot_attention(result, d, out_dir / f"plot_attention_{d}.png") for d in dtypes]
+        paths.append(plot_tuning(result, out_dir / "plot_tuning.png"))
+        if result.get("overhead"):  # None: not run (--no-overhead); an error record is drawn
+            paths.append(plot_overhead(result, out_dir / "plot_overhead.png"))
     return paths

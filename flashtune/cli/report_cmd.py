@@ -36,9 +36,29 @@ def run(args) -> int:
         return 0
     out = args.out if args.out is not None else args.result.parent
     check_out_folder(out)  # "--out X is not a writable folder (...)", not a bare errno line
+    _check_not_overwritten(args.result, out)
     # load_result has checked everything the renderers read: an error past it is our bug, and
     # keeps its traceback.
     written = render(result, out, print)
     print("wrote " + ", ".join(str(p) for p in written))
     print(summary(result))
     return 0
+
+
+def _check_not_overwritten(source, out) -> None:
+    """ValueError when the report would write over the result it reads: a result saved as
+    flashtune_bench.md (or as a plot's name) in the output folder was replaced by the
+    Markdown, and the measurements with it."""
+    import re
+
+    from ..bench.runner import MARKDOWN_NAME
+
+    plot = re.compile(r"plot_.*\.png")  # what the renderer writes and clears (plots.PLOT_FILE)
+    real = source.resolve()
+    found = out.iterdir() if out.is_dir() else ()
+    targets = [out / MARKDOWN_NAME] + [p for p in found if plot.fullmatch(p.name)]
+    own_name = real.parent == out.resolve() and plot.fullmatch(real.name)
+    if own_name or any(t.resolve() == real for t in targets):  # a link there counts too
+        raise ValueError(f"{source}: the report would write over it (it writes {MARKDOWN_NAME} "
+                         "and plot_*.png into --out); give --out another folder, or rename the "
+                         "result")

@@ -183,7 +183,7 @@ def run(args) -> int:
         raise ValueError(_with_defaults_named(err, config, given, origin)) from None
     misfit = family.problem_misfit(validated, problem)
     variant = render_variant(args.op, validated)
-    sys.stdout.write(variant.source)
+    print(variant.source, end="")  # print: a closed stdout (None) is skipped, as for every command
     if misfit:
         print(f"# note: this config cannot run that problem: {misfit}", file=sys.stderr)
     if args.path:
