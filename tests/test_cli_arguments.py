@@ -65,6 +65,33 @@ def test_tune_checks_a_journal_url_up_front(tmp_path, capsys, journal, needle):
     _one_line_error(rc, err, "tune", "--journal", needle)
 
 
+@pytest.mark.parametrize("db", ["same path", "same file by URL", "relative"])
+def test_tune_refuses_a_journal_file_that_is_the_winner_database(tmp_path, capsys, monkeypatch, db):
+    # Defect: with --journal F --db F (F new) the journal check made F empty, the database was
+    # made in it, and Optuna then read SQLite's bytes as journal records: a traceback
+    # ("AssertionError: Should not reach.") and exit 1.
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "x.sqlite"
+    given = {"same path": str(path), "same file by URL": f"sqlite:///{path}",
+             "relative": "x.sqlite"}[db]
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x8",
+                         "--journal", str(path), "--db", given)
+    _one_line_error(rc, err, "tune", "--journal", "is the winner database's file (--db)")
+    assert not path.exists()
+
+
+def test_a_relative_journal_path_is_opened_by_its_absolute_path(tmp_path, monkeypatch):
+    # Defect: Optuna's journal lock is a symbolic link to the path as given, so runs/j.log
+    # locked with a link to runs/j.log inside runs/ (dangling): a lock left by a killed run
+    # never read as stale, and the next run spun on it for ever.
+    from flashtune.tuner.storage import make_storage
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    storage = make_storage("runs/j.log")
+    assert storage._backend._file_path == str(tmp_path / "runs" / "j.log")
+
+
 @pytest.mark.parametrize("journal", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite://"])
 def test_tune_refuses_an_in_memory_sqlite_journal(tmp_path, capsys, journal):
     # Defect (audit): an in-memory SQLite --journal was taken silently, though its study is

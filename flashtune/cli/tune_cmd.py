@@ -167,6 +167,25 @@ def _options(args, interpret: bool):
                           family_tune={"attention": attention})
 
 
+def _check_journal_is_not_the_database(journal: str | None, db) -> None:
+    """A journal file path naming the winner database's file: the check below would make it
+    (empty), the database would then be made in it, and Optuna failed on reading SQLite's
+    bytes as journal records ("AssertionError: Should not reach", a traceback)."""
+    if journal is None or "://" in journal or not journal.strip() or journal == "-":
+        return  # a URL (sqlite:///F shares F on purpose), or refused by _check_journal
+    from ..cache.engine import resolve_url, sqlite_file
+
+    try:
+        db_file = sqlite_file(resolve_url(db))
+    except ValueError:
+        return  # a bad --db is said when the database is opened
+    path = expand_home(journal, "--journal")
+    if db_file is not None and os.path.realpath(path) == os.path.realpath(db_file):
+        raise ValueError(f"--journal: {journal} is the winner database's file (--db); a "
+                         "journal file must be a file of its own (to keep the study in the "
+                         f"same SQLite file, give --journal sqlite:///{os.path.abspath(path)})")
+
+
 def _check_journal(journal: str | None) -> None:
     """Say a bad --journal path or URL before minutes of work, not when the first study opens."""
     if journal is None:
@@ -254,7 +273,7 @@ def _check_journal_records(path: Path, journal: str) -> None:
         from optuna.storages.journal import JournalFileSymlinkLock
     except ImportError:  # optuna < 4.0
         from optuna.storages import JournalFileSymlinkLock
-    lock = JournalFileSymlinkLock(str(path))
+    lock = JournalFileSymlinkLock(os.path.abspath(path))  # as tuner.storage opens it
     lock.acquire()
     try:
         lines = _journal_lines(path, journal)
@@ -419,6 +438,7 @@ def run(args) -> int:
 
     # After the other checks (a journal file it creates stays, even when the run stops on a bad
     # argument or no GPU), before the database is made.
+    _check_journal_is_not_the_database(args.journal, args.db)
     _check_journal(args.journal)
     if interpret and args.precompile_workers:
         # The compile pool runs on a GPU only (the session starts none under the interpreter):

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
 from ..paths import expand_home
 
@@ -38,7 +39,10 @@ def make_storage(spec: str | None):
         from optuna.storages import JournalFileStorage as JournalFileBackend
     # "~" is expanded here as in the CLI's up-front check of the path (the shell does not
     # expand it in --journal=~/x, and Optuna would make a folder named "~"), by the same helper.
-    return JournalStorage(JournalFileBackend(str(expand_home(spec, "journal"))))
+    # Absolute: Optuna's lock is a symbolic link to the path as given, so a relative one with
+    # a folder in it (runs/j.log) pointed at runs/runs/j.log; the lock a killed run left then
+    # never read as stale, and the next run waited on it for ever.
+    return JournalStorage(JournalFileBackend(os.path.abspath(expand_home(spec, "journal"))))
 
 
 def study_name(device_name: str, capability: str, family_hash: str, op: str, dtype: str,

@@ -17,6 +17,7 @@ yardstick for measuring the tuner itself. ``random`` mode is the baseline TPE mu
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -528,9 +529,10 @@ def _finalists_in_time(search: _Search, required: int) -> int | None:
     if search.deadline is None or not search.trial_s:
         return None
     each = statistics.median(search.trial_s)
-    if each <= 0:
+    left = max(0.0, search.deadline - time.monotonic())
+    if each <= 0 or not math.isfinite(left):  # --total-time inf: no limit
         return None
-    return max(required, int(max(0.0, search.deadline - time.monotonic()) // each))
+    return max(required, int(left // each))
 
 
 def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -> None:
