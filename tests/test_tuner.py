@@ -417,6 +417,35 @@ class TableRunner:
         return [self.measure(c) for c in configs]
 
 
+class _TimedOutRunner(TableRunner):
+    """Every trial past --trial-timeout, as a worker that was stopped reports it."""
+
+    def measure(self, config):
+        self.calls.append(canonical(config))
+        return Measurement.failed("timeout: no result after 0.001 s (worker restarted)", fatal=True)
+
+
+@pytest.mark.parametrize("mode", ["tpe", "grid"])
+def test_resume_measures_again_trials_that_timed_out(tmp_path, mode):
+    """Defect: a journal's timed-out trials were replayed as final, so a run with too short a
+    --trial-timeout, resumed without it, measured nothing anew ("no candidate passed (... no
+    result after 0.001 s)"). A timeout or a lost worker is measured again; a config's own
+    failure (a compile error, a wrong result) is still replayed."""
+    journal = str(tmp_path / "study.journal")
+    opts = TuneOptions(mode=mode, n_trials=3, top_k=1, retime_rounds=1, storage=journal,
+                       patience=None, seed_defaults=False)
+    first = tune_problem(PROBLEM, _TimedOutRunner(None), device="cpu", options=opts,
+                         study_name="s", candidates=five_configs())
+    assert first.winner is None and len(first.measured) == 3
+    timed_out = {canonical(c) for c, _ in first.measured}
+    again = TableRunner(lambda c: 1.0 + c["num_warps"] / 64)
+    second = tune_problem(PROBLEM, again, device="cpu", options=opts, study_name="s",
+                          candidates=five_configs())
+    assert second.winner is not None
+    assert timed_out <= set(again.calls)  # measured anew, not replayed
+    assert all(m.ok for _, m in second.measured)
+
+
 def test_tpe_on_a_sparse_subsample_measures_distinct_configs_and_beats_random():
     import random
     import statistics

@@ -354,6 +354,12 @@ def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -
                 and "status" in t.user_attrs):
             m = _measurement_from_attrs(t.user_attrs, t.number, study.study_name,
                                         search.options.storage)
+            if m.fatal:
+                # A timeout or a lost worker says as much of the run's settings (its
+                # --trial-timeout) as of the config: measured again in this run. Replayed,
+                # a run with too short a timeout, resumed without it, measured nothing anew
+                # and could not even re-time the defaults.
+                continue
             search.memo[key] = m
             result.measured.append((space.by_key[key].as_dict(), m))
             if m.ok and (search.best is None or m.median_ms < search.best):
@@ -374,10 +380,12 @@ def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) 
             return Measurement("ok", *(check_ms(name, attrs.get(name))
                                        for name in ("median_ms", "p20_ms", "p80_ms")))
         if status == "failed":
-            error = attrs.get("error")
+            error, fatal = attrs.get("error"), attrs.get("fatal", False)
             if error is not None and type(error) is not str:
                 raise TypeError(f"error must be a str, got {type(error).__name__} ({error!r})")
-            return Measurement("failed", error=error)
+            if type(fatal) is not bool:
+                raise TypeError(f"fatal must be a bool, got {type(fatal).__name__} ({fatal!r})")
+            return Measurement("failed", error=error, fatal=fatal)
         raise ValueError(f"status must be 'ok' or 'failed', got {status!r}")
     except (TypeError, ValueError) as err:
         raise ValueError(f"journal {hide_url_password(str(storage))}: trial {number} of study "
@@ -392,6 +400,8 @@ def _trial_attrs(m: Measurement, key: str) -> dict:
         attrs.update(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms)
     else:
         attrs["error"] = m.error
+        if m.fatal:  # a timeout or a lost worker: measured again by a resumed run
+            attrs["fatal"] = True
     return attrs
 
 
