@@ -479,22 +479,33 @@ def run(args) -> int:
 @contextlib.contextmanager
 def _sigterm_as_interrupt():
     """SIGTERM (kill, a job scheduler's stop) ends the run like Ctrl-C: the worker is stopped
-    and the summary printed, instead of dying silently. Yields a list that gets "SIGTERM"."""
+    and the summary printed, instead of dying silently. Yields a list that gets "SIGTERM".
+    Signals after the first, while the run stops, are ignored."""
     received: list[str] = []
+    stopping: list[int] = []  # the signal that stopped the run, once one has
 
-    def on_term(signum, frame):
-        received.append("SIGTERM")
-        raise KeyboardInterrupt("SIGTERM")
+    def on_signal(signum, frame):
+        # One stop: a second signal while the run stops (a scheduler's repeated SIGTERM, a
+        # Ctrl-C pressed twice) landed in the cleanup and lost the summary of what was kept
+        # (and SIGTERM's status); three Ctrl-C gave a multiprocessing traceback.
+        if stopping:
+            return
+        stopping.append(signum)
+        if signum == signal.SIGTERM:
+            received.append("SIGTERM")
+            raise KeyboardInterrupt("SIGTERM")
+        raise KeyboardInterrupt
 
     try:
-        previous = signal.signal(signal.SIGTERM, on_term)
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     except ValueError:  # not the main thread (an embedding program): keep its handling
         yield received
         return
     try:
         yield received
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _report_interrupt(stop, received: list, db_where: str, journal: str | None) -> int:
