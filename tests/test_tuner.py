@@ -695,16 +695,16 @@ def test_total_time_leaves_the_first_problem_room_for_its_finish(tmp_path):
     candidate_list(PROBLEM.op, PROBLEM.problem)  # the space's first listing takes seconds
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1, retime_rounds=1),
-                          timing=FAST, isolate=False, progress=False, total_budget_s=6.0)
+                          timing=FAST, isolate=False, progress=False, total_budget_s=10.0)
     result = run_session([PROBLEM], db, opts, device="cpu",
                          runner=_SlowerRetimeRunner(PlantedAdapter(), FAST))
     db.close()
     [p] = result.problems
     assert p.winner is not None and p.stopped_by == "time budget"
     assert len(p.measured) > 1
-    # 3 s of search (one trial may overrun it), then 1 s of re-timing; before the fix the
-    # search ran to the end of the total (6 s less the listing and setup: 5.9 s here)
-    assert p.search_s < 4.0, f"searched {p.search_s:.1f} s of a 6 s total, leaving no finish"
+    # 5 s of search (one trial may overrun it: 1.2 s on a loaded CI machine), then 1 s of
+    # re-timing; before the fix the search ran to the end of the total (10 s less the setup)
+    assert p.search_s < 7.5, f"searched {p.search_s:.1f} s of a 10 s total, leaving no finish"
 
 
 class _SlowMeasureRunner(LocalRunner):

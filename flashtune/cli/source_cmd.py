@@ -135,6 +135,7 @@ def run(args) -> int:
     regime = getattr(args, "regime", None) if spec.family == "softmax" else None
     plain = _plain_defaults(spec, regime)
     origin = "the default config"  # where the tunables not given come from (refusals say it)
+    notes: list[str] = []
     if args.dispatch:
         from ..dispatch import RUNTIME, attention_choice, choice
         from ..dispatch.settings import as_set
@@ -163,8 +164,8 @@ def run(args) -> int:
         sm_count = _gpu_sm_count()
         if sm_count is None:
             sm_count = ASSUMED_SM_COUNT
-            print(f"# note: no GPU here: the default config for a GPU of {sm_count} SMs (an "
-                  "H100's or H200's; the split regime's choices depend on it)", file=sys.stderr)
+            notes.append(f"# note: no GPU here: the default config for a GPU of {sm_count} SMs "
+                         "(an H100's or H200's; the split regime's choices depend on it)")
         config = family.default_config(spec, problem, sm_count).as_dict()
     if regime is not None and regime != config["regime"]:
         # the pick's other knobs are its own regime's: start from the plain defaults
@@ -184,6 +185,8 @@ def run(args) -> int:
     misfit = family.problem_misfit(validated, problem)
     variant = render_variant(args.op, validated)
     print(variant.source, end="")  # print: a closed stdout (None) is skipped, as for every command
+    for note in notes:  # after the source: a reader gone away (| head) stops it quietly first
+        print(note, file=sys.stderr)
     if misfit:
         print(f"# note: this config cannot run that problem: {misfit}", file=sys.stderr)
     if args.path:
