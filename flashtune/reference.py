@@ -59,12 +59,13 @@ def _max_abs(a: torch.Tensor) -> float:
     return float(a.abs().max()) if a.numel() else 0.0
 
 
-def held_in(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The float64 oracle as an output in ``dtype`` can hold it (in float64 again): a value
+def oracle_in(ref64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The float64 oracle an output in ``dtype`` is judged by: unchanged, except that a value
     past the dtype's range is the infinity every result in that dtype has there. log_softmax
     of fp16 [65504, -65504] is -131008 at the second element, -inf in fp16 in torch's result
     and ours alike; compared with the unrounded oracle both were refused."""
-    return ref64.to(dtype).to(torch.float64)
+    held = ref64.to(dtype).to(torch.float64)
+    return torch.where(torch.isfinite(held), ref64, held)
 
 
 def check_accuracy(out: torch.Tensor, ref: torch.Tensor, peer: torch.Tensor,
@@ -82,7 +83,7 @@ def check_accuracy(out: torch.Tensor, ref: torch.Tensor, peer: torch.Tensor,
                         f"dtype {out.dtype} != {peer.dtype} (torch's result)")
     # On out's device: large GPU checks stay on the GPU (moving 1e8+ elements to the CPU is slow).
     out64, ref64, peer64 = (t.detach().to(out.device, torch.float64) for t in (out, ref, peer))
-    ref64 = torch.where(torch.isfinite(held_in(ref64, out.dtype)), ref64, held_in(ref64, out.dtype))
+    ref64 = oracle_in(ref64, out.dtype)
     finite = torch.isfinite(ref64)
     # NaN where the oracle has NaN, and +-inf exactly where it has +-inf (in out's dtype).
     if not torch.equal(torch.isnan(out64), torch.isnan(ref64)):

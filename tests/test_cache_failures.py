@@ -137,12 +137,17 @@ _OLD_TABLES = (
 )
 
 
-def _add_other_versions(url):
+def _execute_raw(url, *statements: str) -> None:
+    """Run fixed test statements on the database behind flashtune's back, in one transaction."""
     engine = raw_engine(url)
     with engine.begin() as conn:
-        for statement in _OLD_TABLES:
+        for statement in statements:
             conn.execute(text(statement))
     engine.dispose()
+
+
+def _add_other_versions(url):
+    _execute_raw(url, *_OLD_TABLES)
 
 
 def test_other_schema_versions_tuning_path(db_url):
@@ -172,10 +177,7 @@ def test_other_schema_versions_runtime_path(db_url):
 
 
 def _add_foreign_v1_table(url):
-    engine = raw_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE ft_v1_winners (op VARCHAR(64), config TEXT)"))
-    engine.dispose()
+    _execute_raw(url, "CREATE TABLE ft_v1_winners (op VARCHAR(64), config TEXT)")
 
 
 def test_foreign_layout_tuning_path(db_url):
@@ -190,10 +192,7 @@ def test_a_view_with_this_versions_table_name_tuning_path(db_url, table):
     # Defect: CREATE TABLE IF NOT EXISTS passes over a view of the same name, so the tuner
     # opened such a database and failed at its first write ("cannot modify ... because it is a
     # view"), after the first trial's compile and measurement, not when it opened it.
-    engine = raw_engine(db_url)
-    with engine.begin() as conn:
-        conn.execute(text(f"CREATE VIEW {table} AS SELECT 1 AS x"))  # fixed names only
-    engine.dispose()
+    _execute_raw(db_url, f"CREATE VIEW {table} AS SELECT 1 AS x")  # fixed names only
     with pytest.raises(CacheError, match=f"{table} is a view"):
         TuneDB(db_url)
 
@@ -206,15 +205,11 @@ def test_foreign_layout_runtime_path(db_url):
 
 def _add_mistyped_v1_table(url):
     """This version's column names and primary key, but the times (and the date) as text."""
-    engine = raw_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text(
-            "CREATE TABLE ft_v1_winners (config TEXT, median_ms TEXT, p20_ms TEXT, p80_ms TEXT, "
-            "trials INTEGER, flashtune_version TEXT, tuned_at TEXT, device_name TEXT, "
-            "capability TEXT, sm_count INTEGER, triton_version TEXT, family_hash TEXT, op TEXT, "
-            "dtype TEXT, bucket TEXT, PRIMARY KEY (device_name, capability, sm_count, "
-            "triton_version, family_hash, op, dtype, bucket))"))
-    engine.dispose()
+    _execute_raw(url, "CREATE TABLE ft_v1_winners (config TEXT, median_ms TEXT, p20_ms TEXT, "
+                 "p80_ms TEXT, trials INTEGER, flashtune_version TEXT, tuned_at TEXT, "
+                 "device_name TEXT, capability TEXT, sm_count INTEGER, triton_version TEXT, "
+                 "family_hash TEXT, op TEXT, dtype TEXT, bucket TEXT, PRIMARY KEY (device_name, "
+                 "capability, sm_count, triton_version, family_hash, op, dtype, bucket))")
 
 
 def test_mistyped_columns_tuning_path(db_url):

@@ -70,22 +70,14 @@ def register(sub) -> None:
 ASSUMED_SM_COUNT = 132
 
 
-def _gpu_sm_count() -> int | None:
-    """The current CUDA GPU's SM count, as the runtime's defaults use it; None without one
-    (or under TRITON_INTERPRET=1). Defect: `source` showed the defaults of a 132-SM GPU on
-    every GPU, so on an A100 (108 SMs) 128 x 262144 fp16 showed a split kernel where the
-    runtime ran the online one."""
+def _this_device():
+    """Where kernels run here (DeviceInfo): its SM count is what the runtime's defaults use
+    (the interpreter's: the CPU count; capability "cpu"). Defect: `source` showed the
+    defaults of a 132-SM GPU on every GPU, so on an A100 (108 SMs) 128 x 262144 fp16 showed
+    a split kernel where the runtime ran the online one."""
     from ..cache import DeviceInfo
 
-    info = DeviceInfo.current()
-    return None if info.capability == "cpu" else info.sm_count
-
-
-def _device_sm_count() -> int:
-    """The SM count the dispatcher's defaults use here (the interpreter's: the CPU count)."""
-    from ..cache import DeviceInfo
-
-    return DeviceInfo.current().sm_count
+    return DeviceInfo.current()
 
 
 def _problem(op: str, args):
@@ -147,7 +139,7 @@ def run(args) -> int:
             print(f"# dispatch: {here}", file=sys.stderr)
         if RUNTIME.disabled:
             # FLASHTUNE_DISABLE=1: no tuned winner runs (the dispatcher's pick would name one)
-            config = family.default_config(spec, problem, _device_sm_count()).as_dict()
+            config = family.default_config(spec, problem, _this_device().sm_count).as_dict()
             runs = ("the heuristic default config (the database is not read)"
                     if spec.family == "attention" else
                     "torch's op runs, no flashtune kernel; below: the heuristic default's source")
@@ -161,8 +153,9 @@ def run(args) -> int:
             config = picked.config.as_dict()
             origin = "the dispatcher's pick"
     else:
-        sm_count = _gpu_sm_count()
-        if sm_count is None:
+        here = _this_device()
+        sm_count = here.sm_count
+        if here.capability == "cpu":  # no GPU (or TRITON_INTERPRET=1)
             sm_count = ASSUMED_SM_COUNT
             notes.append(f"# note: no GPU here: the default config for a GPU of {sm_count} SMs "
                          "(an H100's or H200's; the split regime's choices depend on it)")

@@ -2,16 +2,17 @@
 
 The rule is the project's (``flashtune.reference.check_accuracy``): max abs error against the
 float64 oracle <= 1.1 x the error of torch eager in the same dtype + 2 * eps(dtype) * max|ref|,
-with NaN and +-inf exactly where the oracle has them (past the dtype's range: +-inf). ``check_accuracy`` copies everything to
-the CPU, which costs seconds per check on the large problems; the gate computes the bound once
-per problem and checks each candidate on the device it ran on.
+with NaN and +-inf exactly where the oracle has them (past the dtype's range: +-inf).
+``check_accuracy`` copies everything to the CPU, which costs seconds per check on the large
+problems; the gate computes the bound once per problem and checks each candidate on the device
+it ran on.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..reference import held_in
+from ..reference import oracle_in
 
 FACTOR = 1.1
 SLACK_ULPS = 2.0
@@ -30,8 +31,7 @@ class Gate:
     def __init__(self, ref64: torch.Tensor, peer: torch.Tensor, dtype: torch.dtype):
         if ref64.dtype != torch.float64:
             raise TypeError(f"ref64 must be float64, got {ref64.dtype}")
-        held = held_in(ref64, dtype)  # past the dtype's range: the infinity an output has
-        ref64 = torch.where(torch.isfinite(held), ref64, held)
+        ref64 = oracle_in(ref64, dtype)  # past the dtype's range: the infinity an output has
         self.ref = ref64
         self.finite = torch.isfinite(ref64)
         self.nan = torch.isnan(ref64)

@@ -531,8 +531,8 @@ def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], l
 
 
 def _finalists_in_time(search: _Search, required: int) -> int | None:
-    """How many finalists the re-timing takes (None: all of them), unless the run's --total-time is
-    near its end. Then the fastest trial, the defaults and the stored winner (``required``)
+    """How many finalists the re-timing takes (None: all of them), unless the run's
+    --total-time is near its end. Then the fastest trial, the defaults and the stored winner (``required``)
     and as many more as fit in the time left, each reckoned at the median trial's wall time
     (a finalist's re-check on a second shape is another compile, as a trial is: an H100 took
     18-25 s to re-check and re-time six finalists, thirty-ninth session)."""
@@ -571,12 +571,12 @@ def _finish(search: _Search, result: ProblemResult, defaults=(), incumbent=()) -
     passed = {canonical(c) for c, _ in ok}
     # (not when every trial failed: then _all_failed says why, as without a stored winner)
     unmeasured = {canonical(c) for c in incumbent} - set(search.memo) if ok else set()
+    kept = {canonical(c) for c in [*defaults, *incumbent]} & (passed | unmeasured)
     seeded = []
     for c in [*defaults, *incumbent]:
-        if canonical(c) in passed | unmeasured and canonical(c) not in seen:
+        if canonical(c) in kept and canonical(c) not in seen:
             seen.add(canonical(c))
             seeded.append(dict(c))  # a plain dict, as the measured finalists are
-    kept = {canonical(c) for c in [*defaults, *incumbent]} & (passed | unmeasured)
     room = _finalists_in_time(search, 1 + len(kept))
     if room is not None:  # near the end of --total-time: the fastest, the seeded, what fits
         extra, trimmed = room - 1 - len(kept), []
