@@ -141,6 +141,32 @@ def test_tune_names_what_is_at_an_sqlite_journal_urls_path(tmp_path, capsys, mak
     _one_line_error(rc, err, "tune", "--journal", f"{path} {needle}")
 
 
+@pytest.mark.parametrize("query", ["?mode=ro", "?mode=ro&uri=true"])
+def test_tune_refuses_a_read_only_sqlite_journal_url(tmp_path, capsys, query):
+    # Defect (review): --journal sqlite:///F?mode=ro was taken. Without uri=true SQLAlchemy
+    # dropped mode=ro with a warning and the tuner wrote to F anyway; with it, the first
+    # trial's write failed after the set-up. --db refuses mode=ro for a writer the same way.
+    path = tmp_path / "study.sqlite"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", f"sqlite:///{path}{query}", "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", "mode=ro", "read-only")
+    assert not path.exists()
+
+
+def test_tune_refuses_an_sqlite_journal_file_it_may_not_write(tmp_path, capsys, monkeypatch):
+    # Optuna opened it and failed at the first trial's write. As root (CI) every file is
+    # writable, so the user's view is what os.access says for this file.
+    path = tmp_path / "study.sqlite"
+    path.write_bytes(b"")
+    path.chmod(0o444)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
+        False if str(p) == str(path) and mode & os.W_OK else access(p, mode, **kw)))
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", f"sqlite:///{path}", "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", f"{path} is read-only")
+
+
 def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, capsys):
     # Defect: only the folder's existence was checked; a journal path that cannot be written
     # (here a link into a missing folder; also a read-only folder or /proc) failed when the

@@ -229,6 +229,56 @@ def test_resume_names_the_journal_whose_trial_holds_a_damaged_measurement(tmp_pa
     assert journal in message and "trial 0" in message and needle in message
 
 
+def _tampered(record: dict, field: str, value):
+    if field in ("params", "distributions"):  # the first knob's entry
+        name = next(iter(record[field]))
+        record[field] = {**record[field], name: value}
+    else:
+        record[field] = value
+
+
+@pytest.mark.parametrize("mode", ["tpe", "grid"])
+@pytest.mark.parametrize("field,value,needle", [
+    ("params", "x", "cannot replay"),             # Optuna's replay: int('x')
+    ("params", 10 ** 9, "cannot replay"),         # a categorical index past its choices
+    ("distributions", "nope", "cannot replay"),   # not a distribution's JSON
+    ("state", 99, "cannot replay"),
+    ("value", "fast", "value must be a number"),  # replayed; TPE then compared a string
+    ("value", None, "value must be a number"),
+    ("user_attrs", [1], "user_attrs must be a mapping"),  # replayed; then 'list' has no .get
+])
+def test_resume_names_the_journal_whose_trial_fields_were_edited(tmp_path, mode, field, value,
+                                                                 needle):
+    """Fields of a journal's trial outside its measurement, edited by hand: Optuna's replay or
+    the search raised its bare IndexError, JSONDecodeError, ValueError or AttributeError,
+    naming neither the journal nor the trial."""
+    import json
+
+    import optuna
+
+    journal = tmp_path / "study.journal"
+    config = five_configs()[0]
+    space = SearchSpace(five_configs())
+    study = optuna.create_study(study_name="s", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))))
+    study.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState.COMPLETE, value=0.5, params=space.trial_params(config),
+        distributions=space.distributions(config),
+        user_attrs={"config": canonical(config), "status": "ok", "median_ms": 0.5,
+                    "p20_ms": 0.4, "p80_ms": 0.6}))
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    trial = next(r for r in records if "params" in r)
+    _tampered(trial, field, value)
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    opts = TuneOptions(mode=mode, n_trials=3, top_k=1, retime_rounds=1, storage=str(journal),
+                       patience=None)
+    with pytest.raises(ValueError) as raised:
+        tune_problem(PROBLEM, LocalRunner(None, FAST), device="cpu", options=opts,
+                     study_name="s", candidates=five_configs())
+    message = str(raised.value)
+    assert str(journal) in message and needle in message
+
+
 def test_space_round_trips_every_candidate_through_optuna():
     import optuna
 

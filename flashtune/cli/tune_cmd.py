@@ -291,15 +291,16 @@ def _check_journal_replays(journal: str) -> None:
     """Optuna replays a journal's records when it opens it: records that are JSON with an
     op_code but that it cannot replay (a newer Optuna's op code, a record edited by hand) fail
     there with its bare AssertionError ("Should not reach."), KeyError or ValueError, after the
-    set-up and naming no file. Opening it once here (journals are small) says so up front."""
+    set-up and naming no file (make_storage names it now). Opening it once here (journals are
+    small) says so up front."""
     from ..tuner.storage import make_storage
 
     try:
         make_storage(journal)
-    except Exception as err:  # noqa: BLE001 - whatever Optuna's replay raises
-        raise ValueError(f"--journal: {journal} holds records this Optuna cannot replay "
-                         f"({type(err).__name__}: {err}); give a new file path, or move it "
-                         "away") from None
+    except ValueError as err:  # the records Optuna cannot replay, named
+        raise ValueError(f"--journal: {err}") from None
+    except OSError as err:  # gone unreadable since it was read above
+        raise ValueError(f"--journal: cannot read {journal} ({err.strerror or err})") from None
 
 
 def _check_journal_url(url: str) -> None:
@@ -334,8 +335,8 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     pipe, as for the winner database (see cache.engine.blocked_journal)."""
     from sqlalchemy.engine import make_url
 
-    from ..cache.engine import (blocked_journal, check_sqlite_host, no_file_there, sqlite_file,
-                                why_unseen)
+    from ..cache.engine import (blocked_journal, check_sqlite_host, no_file_there,
+                                read_only_url, sqlite_file, why_unseen)
 
     try:
         parsed = make_url(url)
@@ -344,6 +345,11 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     if parsed.get_backend_name() == "sqlite":
         # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
         check_sqlite_host(parsed, f"--journal {shown}")
+    if read_only_url(parsed):
+        # The tuner writes every trial to its journal. Without uri=true SQLAlchemy dropped
+        # mode=ro with a warning and wrote anyway; with it, the first trial's write failed.
+        raise ValueError(f"--journal {shown}: mode=ro opens it read-only, and the tuner "
+                         "writes every trial to its journal; give the URL without ?mode=ro")
     path = sqlite_file(parsed)
     if path is None:
         if parsed.get_backend_name() == "sqlite":
@@ -360,6 +366,11 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     what = no_file_there(path)
     if what in ("a folder", "not a regular file"):
         raise ValueError(f"--journal {shown}: {path} is {what}; give an SQLite file path")
+    if what is None and not os.access(path, os.W_OK):
+        # Optuna opened it and failed only at the first trial's write ("attempt to write a
+        # readonly database"), after the set-up.
+        raise ValueError(f"--journal {shown}: {path} is read-only (this user may not write "
+                         "it); give a journal this user can write")
     if not path.parent.is_dir():  # SQLite creates the file, not its folder
         raise ValueError(f"--journal {shown}: folder {path.parent} does not exist")
     journal = blocked_journal(path)

@@ -42,7 +42,17 @@ def make_storage(spec: str | None):
     # Absolute: Optuna's lock is a symbolic link to the path as given, so a relative one with
     # a folder in it (runs/j.log) pointed at runs/runs/j.log; the lock a killed run left then
     # never read as stale, and the next run waited on it for ever.
-    return JournalStorage(JournalFileBackend(os.path.abspath(expand_home(spec, "journal"))))
+    path = os.path.abspath(expand_home(spec, "journal"))
+    try:
+        return JournalStorage(JournalFileBackend(path))  # replays every record now
+    except OSError:
+        raise  # names the file itself
+    except Exception as err:  # noqa: BLE001 - whatever Optuna's replay raises
+        # A record edited by hand, or one of a newer Optuna: Optuna's bare ValueError,
+        # IndexError, JSONDecodeError or "AssertionError: Should not reach." named no file.
+        raise ValueError(f"journal {spec} holds records this Optuna cannot replay "
+                         f"({type(err).__name__}: {err}); give a new journal, or move this "
+                         "one away") from None
 
 
 def study_name(device_name: str, capability: str, family_hash: str, op: str, dtype: str,

@@ -347,6 +347,13 @@ def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -
     # its times (a run interrupted there, or another process sharing the journal, telling it
     # now). It has no result yet: its config is measured again.
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if not isinstance(t.user_attrs, dict):  # Optuna replays a journal's JSON unchecked
+            raise _damaged(search.options.storage, t.number, study.study_name,
+                           f"user_attrs must be a mapping, got {type(t.user_attrs).__name__}")
+        if t.state == TrialState.COMPLETE and type(t.value) not in (int, float):
+            # TPE compares every completed trial's value: a string there was its TypeError.
+            raise _damaged(search.options.storage, t.number, study.study_name,
+                           f"value must be a number, got {t.value!r}")
         key = t.user_attrs.get("config")
         # A trial of another space (or no measurement of ours: a trial still asked) is not
         # this search's; type(key) first, as a list there is unhashable.
@@ -371,7 +378,6 @@ def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) 
     """The measurement _trial_attrs kept in a trial, read back; a value it cannot have written
     (an edited or damaged journal) is a ValueError naming the journal and the trial, not a
     TypeError traceback at the first comparison of times."""
-    from ..cache.engine import hide_url_password
     from ..cache.records import check_ms
 
     try:
@@ -388,9 +394,15 @@ def _measurement_from_attrs(attrs: dict, number: int, study_name: str, storage) 
             return Measurement("failed", error=error, fatal=fatal)
         raise ValueError(f"status must be 'ok' or 'failed', got {status!r}")
     except (TypeError, ValueError) as err:
-        raise ValueError(f"journal {hide_url_password(str(storage))}: trial {number} of study "
-                         f"{study_name!r} holds a measurement flashtune did not write ({err}); "
-                         "give a new journal, or move this one away") from None
+        raise _damaged(storage, number, study_name, err) from None
+
+
+def _damaged(storage, number: int, study_name: str, why) -> ValueError:
+    from ..cache.engine import hide_url_password
+
+    return ValueError(f"journal {hide_url_password(str(storage))}: trial {number} of study "
+                      f"{study_name!r} holds a measurement flashtune did not write ({why}); "
+                      "give a new journal, or move this one away")
 
 
 def _trial_attrs(m: Measurement, key: str) -> dict:
