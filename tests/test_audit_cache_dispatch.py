@@ -482,7 +482,7 @@ def test_show_says_why_old_winners_are_skipped(fresh_db, capsys):
     conn = sqlite3.connect(fresh_db)
     with conn:
         conn.execute("UPDATE ft_v1_winners SET family_hash = ?, config = ?",
-                     ("0" * 64, json.dumps({"regime": "row"})))
+                     ("0" * 16, json.dumps({"regime": "row"})))
     conn.close()
 
     def skipped_rows_warning() -> str:
@@ -501,6 +501,14 @@ def test_show_says_why_old_winners_are_skipped(fresh_db, capsys):
                      (flashtune.gen.template_family_hash("softmax"),))
     conn.close()
     assert "edited outside flashtune?" in skipped_rows_warning()
+    # Review: any family hash that was not today's read as "other templates", one of a form
+    # flashtune never writes (edited) included.
+    for edited in ("0" * 64, "x", "F" * 16):
+        conn = sqlite3.connect(fresh_db)
+        with conn:
+            conn.execute("UPDATE ft_v1_winners SET family_hash = ?", (edited,))
+        conn.close()
+        assert "edited outside flashtune?" in skipped_rows_warning()
 
 
 @pytest.mark.parametrize("command", [["show"], ["export", "x.json"], ["import", "x.json"],

@@ -368,14 +368,13 @@ def select_rows(table: Table):
 
 def _all_stale(failed_rows: list) -> bool:
     """Whether every row that failed to convert was tuned on other templates than today's for
-    its op, or for an op this version lacks: what an upgrade that changes a space leaves."""
-    from ..gen import current_family_hash
+    its op, or for an op this version lacks: what an upgrade that changes a space leaves. A
+    family hash not of the form flashtune writes marks a row edited, not stale."""
+    from ..gen.variants import of_another_family
 
-    def stale(row) -> bool:
-        current = current_family_hash(getattr(row, "op", None))
-        return current is None or getattr(row, "family_hash", None) != current
-
-    return bool(failed_rows) and all(stale(row) for row in failed_rows)
+    return bool(failed_rows) and all(
+        of_another_family(getattr(row, "op", None), getattr(row, "family_hash", None))
+        for row in failed_rows)
 
 
 def convert_rows(rows: list, convert: Callable, failed: list | None = None) -> tuple[list, list[str]]:

@@ -242,13 +242,14 @@ def fastest_per_problem(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
 
 
 def of_other_templates(row: Any) -> bool:
-    """A row of a known op whose family hash is not today's (the dispatcher ignores it)."""
+    """A row of a known op whose family hash is not today's (the dispatcher ignores it); a
+    family hash of another form than flashtune writes was edited, and is not called so."""
     from ..gen import current_family_hash
+    from ..gen.variants import of_another_family
 
-    if not isinstance(row, dict):
+    if not isinstance(row, dict) or current_family_hash(row.get("op")) is None:
         return False
-    current, family = current_family_hash(row.get("op")), row.get("family_hash")
-    return current is not None and isinstance(family, str) and family != current
+    return of_another_family(row["op"], row.get("family_hash"))
 
 
 def row_values(row: Any) -> dict[str, Any]:

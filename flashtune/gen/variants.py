@@ -6,6 +6,7 @@ Tests, the tuner and the dispatcher all go through ``run_variant``.
 from __future__ import annotations
 
 import functools
+import re
 import hashlib
 from types import ModuleType
 from typing import Any, Mapping
@@ -63,6 +64,20 @@ def template_family_hash(op: str) -> str:
     if revision == 1:  # the hash before spaces had revisions: their winners stay current
         return templates
     return hashlib.sha256(f"{templates}\0space revision {revision}".encode()).hexdigest()[:16]
+
+
+def of_another_family(op: Any, family_hash: Any) -> bool:
+    """Whether a stored row's (op, family_hash) reads as tuned on other templates than today's:
+    a family hash as flashtune writes them (16 hex digits) that is not the op's, or an op this
+    version lacks (one of another flashtune version). A hash of any other form was edited
+    outside flashtune, not tuned on other templates, and is not called so in messages."""
+    if not (isinstance(family_hash, str) and _FAMILY_HASH.fullmatch(family_hash)):
+        return False
+    current = current_family_hash(op)
+    return current is None or family_hash != current
+
+
+_FAMILY_HASH = re.compile(r"[0-9a-f]{16}")
 
 
 def current_family_hash(op: Any) -> str | None:
