@@ -727,6 +727,38 @@ def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path)
     assert result.winners >= 1
 
 
+def test_total_time_counts_from_the_runs_start(tmp_path, capsys, monkeypatch):
+    """Review: --total-time was counted from run_session's call, so the CLI's imports and checks
+    before it (4-8 s on a GPU machine: torch, Triton, Optuna) came on top of the total. The
+    clock now starts with the command: a total spent before the search tunes nothing."""
+    import time
+
+    from flashtune.cli import main as cli_main
+    from flashtune.tuner import session
+
+    seen = {}
+
+    def spy(problems, db, options, **kw):  # the CLI imports run_session when it runs
+        seen["started_at"] = options.started_at
+        return run_session(problems, db, options, **kw)
+
+    monkeypatch.setattr(session, "run_session", spy)
+    before = time.monotonic()
+    rc = cli_main(["tune", "--interpret", "--problem", "softmax:float32:4x100", "--trials", "1",
+                   "--quiet", "--db", str(tmp_path / "t.sqlite")])
+    assert rc == 0 and before <= seen["started_at"] <= before + 1.0
+    # A run that began 100 s ago with a 50 s total has nothing left for its problems.
+    db = TuneDB(f"sqlite:///{tmp_path / 'u.sqlite'}")
+    opts = SessionOptions(tune=TuneOptions(n_trials=3, patience=None, top_k=1, retime_rounds=1),
+                          timing=FAST, isolate=False, progress=False, total_budget_s=50.0,
+                          started_at=time.monotonic() - 100.0)
+    result = run_session([PROBLEM], db, opts, device="cpu",
+                         runner=LocalRunner(PlantedAdapter(), FAST))
+    db.close()
+    [p] = result.problems
+    assert p.winner is None and "--total-time" in p.error
+
+
 class _SlowerRetimeRunner(LocalRunner):
     """Re-timing finalists takes 1 s."""
 

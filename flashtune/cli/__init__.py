@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 import warnings
 
 # subcommand name -> module; each is imported to build the parser (optuna and the database
@@ -65,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     # (128 + 2), not a KeyboardInterrupt traceback. A tune or bench stopped mid-run says what
     # it kept itself and returns its own status.
     name = "flashtune"
+    started_at = time.monotonic()  # tune --total-time counts from here, imports included
     try:
         parser = build_parser()
         args, unknown = parser.parse_known_args(argv)
+        args.started_at = started_at
         name = f"flashtune {args.command}"
         return _run(args, unknown)
     except KeyboardInterrupt:

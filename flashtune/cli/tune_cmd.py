@@ -164,6 +164,7 @@ def _options(args, interpret: bool):
                           trial_timeout_s=pick(args.trial_timeout, 120.0, 120.0),
                           precompile_workers=workers,
                           total_budget_s=args.total_time, progress=not args.quiet,
+                          started_at=getattr(args, "started_at", None),
                           family_tune={"attention": attention})
 
 

@@ -94,6 +94,9 @@ class SessionOptions:
     trial_timeout_s: float = 120.0
     precompile_workers: int = 0       # >0: compile proposals in parallel (CUDA only)
     total_budget_s: float | None = None  # shared by all problems (each gets a fair share)
+    # time.monotonic() when the run began: the CLI's start, so that its imports and checks
+    # (seconds: torch, Triton, Optuna) count against total_budget_s; None: run_session's call.
+    started_at: float | None = None
     progress: bool = True
     # Search options of one op family ("attention": fewer trials, compiles are slower);
     # families not named here use ``tune``.
@@ -182,7 +185,7 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
     options = options or SessionOptions()
     device = device or pick_device()
     device_info = device_info or DeviceInfo.current(device)
-    t0 = time.monotonic()
+    t0 = options.started_at if options.started_at is not None else time.monotonic()
     # Where the total time ends: the searches stop there, and a worker's setup is not waited
     # for past it (setup and re-timing count against the total, as --total-time promises).
     deadline = t0 + options.total_budget_s if options.total_budget_s is not None else None
