@@ -18,6 +18,11 @@ import torch
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        # xdist workers on the CPU: each takes its share of the cores for torch's threads, so
+        # that two workers on two cores do not run four threads (timing tests included).
+        torch.set_num_threads(max(1, torch.get_num_threads() // workers))
 
 _session_dir = tempfile.mkdtemp(prefix="flashtune-tests-")
 # Set, not setdefault: a user's own FLASHTUNE_CACHE_DIR / FLASHTUNE_DB (a team database) must
@@ -100,6 +105,32 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# With pytest-xdist (the README's `-n auto`) each worker process validates its share; the
+# controller prints the union, so the count is the same as in one process.
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per CPU (at most 8: each imports torch and Triton), none with a
+    CUDA GPU, where tests share one device and some time it."""
+    if HAS_CUDA:
+        return 0
+    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1))
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its variants go to the controller
+        workeroutput["flashtune_validated"] = [
+            [op, dtype, [list(item) for item in config]] for op, dtype, config in _VALIDATED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for op, dtype, config in getattr(node, "workeroutput", {}).get("flashtune_validated", []):
+        _VALIDATED.add((op, dtype, tuple(tuple(item) for item in config)))
 
 
 def pytest_terminal_summary(terminalreporter):
