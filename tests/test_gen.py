@@ -551,3 +551,22 @@ def test_a_changed_helper_module_changes_the_family_hash(tmp_path, monkeypatch):
         monkeypatch.undo()
         variants.template_family_hash.cache_clear()
     assert variants.template_family_hash("softmax") == before["softmax"]
+
+
+def test_a_walked_config_reads_and_compares_as_a_validated_one():
+    """exhaustive() builds its configs by a fast path (sorted items, a shared map of positions):
+    each must equal, hash and read as the config validate() makes of the same values."""
+    import pickle
+
+    from flashtune.gen import OPS
+
+    space = OPS["softmax"].space
+    walked = next(iter(space.exhaustive()))
+    made = space.validate(walked.as_dict())
+    assert walked == made and hash(walked) == hash(made) and list(walked) == list(made)
+    assert all(walked[name] == made[name] == walked.get(name) for name in made)
+    assert pickle.loads(pickle.dumps(walked)) == walked
+    for key in ("no_such_knob", ["unhashable"]):
+        with pytest.raises(KeyError):
+            walked[key]
+        assert walked.get(key, "default") == "default" and key not in walked

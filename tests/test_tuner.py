@@ -847,6 +847,34 @@ def test_total_time_caps_a_slow_worker_setup(tmp_path):
     assert result.worker_restarts == 0  # the worker was stopped, not restarted after a fault
 
 
+def test_total_time_spent_listing_is_not_blamed_on_the_worker(tmp_path, monkeypatch):
+    """Review (H100, fortieth session): a 20 s total with its imports counted ran out while
+    the first problem's candidates were listed, and the problem said its worker "was being
+    set up", which had been ready for seconds."""
+    import time
+
+    from flashtune.tuner import families
+
+    fam = families.family("softmax")
+    cls = fam if isinstance(fam, type) else type(fam)
+    listing = cls.candidates
+
+    def slow_listing(*args, **kwargs):
+        time.sleep(2.5)
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(cls, "candidates", staticmethod(slow_listing))
+    db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
+    opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
+                          isolate=True, progress=False, total_budget_s=2.0)
+    result = run_session([PROBLEM], db, opts, device="cpu", adapter=PlantedAdapter())
+    db.close()
+    [p] = result.problems
+    assert p.winner is None
+    assert "--total-time of 2 s ran out before its first trial" in p.error, p.error
+    assert "listing its candidates" in p.error and "after the run began" in p.error
+
+
 class _SlowSetupRunner(LocalRunner):
     """Setting a problem up takes 2 s (in this process: nothing can cut it short)."""
 

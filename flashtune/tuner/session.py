@@ -242,8 +242,14 @@ def run_session(problems, db, options: SessionOptions | None = None, *, runner=N
                 progress.close()
                 error = str(err)
                 if isinstance(err, OutOfTime) and options.total_budget_s is not None:
+                    # Which part took the time: a worker set up too slowly, or what came before
+                    # the setup (on a fresh process: the imports and the first listing of
+                    # candidates, 10-15 s on an H100 host).
+                    where = ("while its worker was being set up" if err.begun else
+                             "before its first trial (setting up the run and listing its "
+                             "candidates)")
                     error = (f"not tuned: the --total-time of {options.total_budget_s:g} s ran "
-                             "out while its worker was being set up")
+                             f"out {where}, {time.monotonic() - t0:.1f} s after the run began")
                 result = ProblemResult(tp.label(), 0, 0, error=error)
             stage = "storing"
             if result.winner is not None:

@@ -61,7 +61,11 @@ class WorkerError(RuntimeError):
 
 
 class OutOfTime(WorkerError):
-    """A setup cut short (or never begun) because the runner's deadline passed."""
+    """A setup cut short (``begun``) or never begun because the runner's deadline passed."""
+
+    def __init__(self, message: str, *, begun: bool):
+        super().__init__(message)
+        self.begun = begun
 
 
 def _describe(err: BaseException) -> str:
@@ -408,7 +412,8 @@ class ProcessRunner:
             # before a worker is spawned: with no time left, none is started in vain
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}")
+                raise OutOfTime(f"no time left to set up {self.task.op} {self.task.problem}",
+                                begun=False)
             timeout, cut = min(timeout, left), left < timeout
         if not alive:
             self._kill()
@@ -421,7 +426,7 @@ class ProcessRunner:
                 # in the run's summary (_request counted one)
                 self.restarts -= 1
                 raise OutOfTime(f"the time ran out while the worker set up {self.task.op} "
-                                f"{self.task.problem} ({timeout:.1f} s were left)")
+                                f"{self.task.problem} ({timeout:.1f} s were left)", begun=True)
             raise WorkerError(f"worker could not set up {self.task.op} {self.task.problem}: {value}")
         self._child_task = self.task
 
