@@ -107,13 +107,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# With pytest-xdist (the README's `-n auto`) each worker process validates its share; the
-# controller prints the union, so the count is the same as in one process.
+def pytest_addoption(parser, pluginmanager):
+    """Without pytest-xdist (a GPU machine set up by hand, or `-p no:xdist`), the README's
+    `--numprocesses auto --dist loadfile` is taken and ignored: the tests run in one process,
+    as they do with xdist where CUDA is present, instead of pytest refusing the command line.
+    (The README spells `-n` out: a conftest may not add a one-letter option.)"""
+    if not pluginmanager.hasplugin("xdist"):
+        group = parser.getgroup("flashtune", "without pytest-xdist")
+        group.addoption("--numprocesses", dest="numprocesses", default=None,
+                        help="ignored: pytest-xdist is not installed (one process)")
+        group.addoption("--dist", dest="dist", default="no",
+                        help="ignored: pytest-xdist is not installed (one process)")
+
+
+# With pytest-xdist (the README's `--numprocesses auto`) each worker process validates its
+# share; the controller prints the union, so the count is the same as in one process.
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker per CPU (at most 8: each imports torch and Triton), none with a
-    CUDA GPU, where tests share one device and some time it."""
+    """`--numprocesses auto`: one worker per CPU (at most 8: each imports torch and Triton),
+    none with a CUDA GPU, where tests share one device and some time it."""
     if HAS_CUDA:
         return 0
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
