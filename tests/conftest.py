@@ -89,11 +89,13 @@ def device() -> str:
 
 
 @pytest.fixture
-def record_variant():
-    """Call with (op, dtype, config) after a variant passed its accuracy check."""
+def record_variant(request):
+    """Call with (op, dtype, config) after a variant passed its accuracy check; it counts as
+    validated when its test passes (see pytest_runtest_logreport)."""
 
     def record(op: str, dtype: torch.dtype, config) -> None:
-        _VALIDATED.add((op, str(dtype), tuple(sorted(dict(config).items()))))
+        items = [list(item) for item in sorted(dict(config).items())]
+        request.node.user_properties.append((_VARIANT_PROPERTY, (op, str(dtype), items)))
 
     return record
 
@@ -112,7 +114,8 @@ def pytest_addoption(parser, pluginmanager):
     `--numprocesses auto --dist loadfile` is taken and ignored: the tests run in one process,
     as they do with xdist where CUDA is present, instead of pytest refusing the command line.
     (The README spells `-n` out: a conftest may not add a one-letter option.)"""
-    if not pluginmanager.hasplugin("xdist"):
+    # (xdist registers as "xdist" when autoloaded, as "xdist.plugin" when named by -p)
+    if not (pluginmanager.hasplugin("xdist") or pluginmanager.hasplugin("xdist.plugin")):
         group = parser.getgroup("flashtune", "without pytest-xdist")
         group.addoption("--numprocesses", dest="numprocesses", default=None,
                         help="ignored: pytest-xdist is not installed (one process)")
@@ -120,30 +123,32 @@ def pytest_addoption(parser, pluginmanager):
                         help="ignored: pytest-xdist is not installed (one process)")
 
 
-# With pytest-xdist (the README's `--numprocesses auto`) each worker process validates its
-# share; the controller prints the union, so the count is the same as in one process.
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """`--numprocesses auto`: one worker per CPU (at most 8: each imports torch and Triton),
-    none with a CUDA GPU, where tests share one device and some time it."""
+    none with a CUDA GPU, where tests share one device and some time it; xdist's own
+    PYTEST_XDIST_AUTO_NUM_WORKERS, where set, decides instead."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip():
+        return None  # xdist's hook reads it
     if HAS_CUDA:
         return 0
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else os.cpu_count() or 1))
 
 
-def pytest_sessionfinish(session):
-    workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:  # an xdist worker: its variants go to the controller
-        workeroutput["flashtune_validated"] = [
-            [op, dtype, [list(item) for item in config]] for op, dtype, config in _VALIDATED]
+_VARIANT_PROPERTY = "flashtune_validated_variant"
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    for op, dtype, config in getattr(node, "workeroutput", {}).get("flashtune_validated", []):
-        _VALIDATED.add((op, dtype, tuple(tuple(item) for item in config)))
+def pytest_runtest_logreport(report):
+    """Variants of a test that passed, from its report: in one process and, with pytest-xdist,
+    in the controller, which gets each report as its test ends (a worker that crashes later
+    loses none of the variants it validated before)."""
+    if report.when != "call" or not report.passed:
+        return
+    for name, value in report.user_properties:
+        if name == _VARIANT_PROPERTY:
+            op, dtype, config = value
+            _VALIDATED.add((op, dtype, tuple(tuple(item) for item in config)))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -345,14 +345,18 @@ def test_cli_export_and_import(sqlite_url, tmp_path, monkeypatch, capsys):
     assert "flashtune import: error:" in err and "winners[0]" in err and "block" in err
 
 
-def test_cli_import_names_rows_of_another_family(sqlite_url, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("family", [FAMILY, "F" * 16, "edited"])
+def test_cli_import_names_rows_of_another_family(sqlite_url, tmp_path, monkeypatch, capsys,
+                                                 family):
     """Rows tuned by another flashtune version (another family hash: other templates or
-    tunables) are imported, kept and listed, but never served: import says how many."""
+    tunables) are imported, kept and listed, but never served: import says how many. So are
+    rows whose hash was edited (review: a hash not of flashtune's form went unmentioned)."""
     from flashtune.gen import template_family_hash
 
     other_key = ProblemKey.make("softmax", "float16", {"rows_bucket": 8192, "cols_bucket": 4096})
     with TuneDB(sqlite_url) as db:
-        _store(db, row_config(warps=16), median=1.0)  # FAMILY: not today's hash
+        db.upsert_winner(DEV, family, KEY, row_config(warps=16), median_ms=1.0, p20_ms=0.9,
+                         p80_ms=1.1, trials=10)  # not today's hash
         db.upsert_winner(DEV, template_family_hash("softmax"), other_key, row_config(),
                          median_ms=1.0, p20_ms=0.9, p80_ms=1.1, trials=3)
     monkeypatch.setenv("FLASHTUNE_DB", sqlite_url)

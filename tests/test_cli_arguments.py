@@ -141,14 +141,15 @@ def test_tune_names_what_is_at_an_sqlite_journal_urls_path(tmp_path, capsys, mak
     _one_line_error(rc, err, "tune", "--journal", f"{path} {needle}")
 
 
-@pytest.mark.parametrize("query", ["?mode=ro", "?mode=ro&uri=true"])
-def test_tune_refuses_a_read_only_sqlite_journal_url(tmp_path, capsys, query):
+@pytest.mark.parametrize("prefix, query", [("", "?mode=ro"), ("file:", "?mode=ro&uri=true")])
+def test_tune_refuses_a_read_only_sqlite_journal_url(tmp_path, capsys, prefix, query):
     # Defect (review): --journal sqlite:///F?mode=ro was taken. Without uri=true SQLAlchemy
     # dropped mode=ro with a warning and the tuner wrote to F anyway; with it, the first
     # trial's write failed after the set-up. --db refuses mode=ro for a writer the same way.
     path = tmp_path / "study.sqlite"
     rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
-                         "--journal", f"sqlite:///{path}{query}", "--db", str(tmp_path / "t.sqlite"))
+                         "--journal", f"sqlite:///{prefix}{path}{query}",
+                         "--db", str(tmp_path / "t.sqlite"))
     _one_line_error(rc, err, "tune", "--journal", "mode=ro", "read-only")
     assert not path.exists()
 
@@ -165,6 +166,36 @@ def test_tune_refuses_an_sqlite_journal_file_it_may_not_write(tmp_path, capsys, 
     rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
                          "--journal", f"sqlite:///{path}", "--db", str(tmp_path / "t.sqlite"))
     _one_line_error(rc, err, "tune", "--journal", f"{path} is read-only")
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_tune_refuses_a_journal_in_a_folder_it_may_not_write(tmp_path, capsys, monkeypatch,
+                                                            kind):
+    # Review: a writable journal in a folder this user may not write passed the checks; the
+    # first trial's write then failed after the set-up (Optuna's lock file, SQLite's rollback
+    # journal are made beside it). As root (CI) every folder is writable: os.access decides.
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = folder / ("j.log" if kind == "file" else "j.db")
+    path.write_bytes(b"")
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
+        False if str(p) == str(folder) and mode & os.W_OK else access(p, mode, **kw)))
+    journal = str(path) if kind == "file" else f"sqlite:///{path}"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", journal, "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", f"may not create files in {folder}")
+
+
+def test_tune_refuses_uri_true_on_a_plain_sqlite_journal_path(tmp_path, capsys):
+    # Review: SQLAlchemy keeps a plain path's query in the file name under uri=true
+    # (sqlite:///d/j.db?mode=rw&uri=true made "j.db?mode=rw"), and the checks looked at j.db.
+    path = tmp_path / "j.db"
+    rc, _, err = run_cli(capsys, "tune", "--interpret", "--problem", "softmax:float32:4x100",
+                         "--journal", f"sqlite:///{path}?mode=rw&uri=true",
+                         "--db", str(tmp_path / "t.sqlite"))
+    _one_line_error(rc, err, "tune", "--journal", "uri=true needs a file: URI")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tune_checks_that_the_journal_file_can_be_written_up_front(tmp_path, capsys):

@@ -566,6 +566,14 @@ def test_a_walked_config_reads_and_compares_as_a_validated_one():
     assert walked == made and hash(walked) == hash(made) and list(walked) == list(made)
     assert all(walked[name] == made[name] == walked.get(name) for name in made)
     assert pickle.loads(pickle.dumps(walked)) == walked
+    # A pickle made before configs had their positions' map: copyreg's state of the slots.
+    import copyreg
+
+    from flashtune.gen.space import Config
+
+    old = copyreg.__newobj__(Config)
+    old.__setstate__((None, {"space_name": walked.space_name, "_items": walked._items}))
+    assert old == walked and old["regime"] == walked["regime"]
     for key in ("no_such_knob", ["unhashable"]):
         with pytest.raises(KeyError):
             walked[key]

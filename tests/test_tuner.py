@@ -243,8 +243,10 @@ def _tampered(record: dict, field: str, value):
     ("params", 10 ** 9, "cannot replay"),         # a categorical index past its choices
     ("distributions", "nope", "cannot replay"),   # not a distribution's JSON
     ("state", 99, "cannot replay"),
-    ("value", "fast", "value must be a number"),  # replayed; TPE then compared a string
-    ("value", None, "value must be a number"),
+    ("value", "fast", "must hold one number"),  # replayed; TPE then compared a string
+    ("value", None, "must hold one number"),
+    ("values", [3.4, 1.0], "must hold one number"),  # t.value raised RuntimeError
+    ("values", [], "must hold one number"),          # t.value raised IndexError
     ("user_attrs", [1], "user_attrs must be a mapping"),  # replayed; then 'list' has no .get
 ])
 def test_resume_names_the_journal_whose_trial_fields_were_edited(tmp_path, mode, field, value,
@@ -268,6 +270,8 @@ def test_resume_names_the_journal_whose_trial_fields_were_edited(tmp_path, mode,
                     "p20_ms": 0.4, "p80_ms": 0.6}))
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     trial = next(r for r in records if "params" in r)
+    if field == "values":  # Optuna's record holds "value" or "values", not both
+        trial["value"] = None
     _tampered(trial, field, value)
     journal.write_text("".join(json.dumps(r) + "\n" for r in records))
     opts = TuneOptions(mode=mode, n_trials=3, top_k=1, retime_rounds=1, storage=str(journal),

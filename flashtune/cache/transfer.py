@@ -210,7 +210,9 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
             values.append(row_values(row))
         except (ValueError, TypeError, KeyError) as err:  # ConfigError is a ValueError
             reason = clip(str(err), MAX_QUOTED_REASON)  # it may quote a value of any length
-            if of_other_templates(row):  # e.g. an older flashtune's export: a knob it lacked
+            # e.g. an older flashtune's export: a knob it lacked. A family hash of another
+            # form than flashtune writes was edited: not said to be of other templates.
+            if of_other_templates(row) and _hash_as_flashtune_writes(row):
                 reason += (" (tuned on other templates, by another flashtune version: the "
                            "dispatcher would not use it; re-tune with this version)")
             label = f"winners[{index}]"
@@ -242,14 +244,19 @@ def fastest_per_problem(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
 
 
 def of_other_templates(row: Any) -> bool:
-    """A row of a known op whose family hash is not today's (the dispatcher ignores it); a
-    family hash of another form than flashtune writes was edited, and is not called so."""
+    """A row of a known op whose family hash is not today's (the dispatcher ignores it)."""
     from ..gen import current_family_hash
+
+    if not isinstance(row, dict):
+        return False
+    current, family = current_family_hash(row.get("op")), row.get("family_hash")
+    return current is not None and isinstance(family, str) and family != current
+
+
+def _hash_as_flashtune_writes(row: dict) -> bool:
     from ..gen.variants import of_another_family
 
-    if not isinstance(row, dict) or current_family_hash(row.get("op")) is None:
-        return False
-    return of_another_family(row["op"], row.get("family_hash"))
+    return of_another_family(row.get("op"), row.get("family_hash"))
 
 
 def row_values(row: Any) -> dict[str, Any]:

@@ -228,11 +228,20 @@ def _check_journal(journal: str | None) -> None:
     if path.is_file():
         _check_journal_records(path, journal)
         _check_journal_replays(journal)
+    if not _folder_writable(path.parent):
+        # Optuna's lock is a file made beside the journal: its first write failed with
+        # "[Errno 13] Permission denied: 'j.log' -> 'j.log.lock'", after the set-up.
+        raise ValueError(f"--journal: this user may not create files in {path.parent}, "
+                         "where Optuna keeps the journal's lock file")
     try:
         with open(path, "ab"):  # creates it, as Optuna would; an existing journal is kept as is
             pass
     except OSError as err:  # read-only folder or file, a dangling link, /proc ...
         raise ValueError(f"--journal: cannot write {journal} ({err.strerror or err})") from None
+
+
+def _folder_writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 _RECORD_START = b'{"op_code":'  # how Optuna's journal writer begins every record
@@ -346,6 +355,13 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
     if parsed.get_backend_name() == "sqlite":
         # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
         check_sqlite_host(parsed, f"--journal {shown}")
+    if (parsed.get_backend_name() == "sqlite" and str(parsed.query.get("uri", "")).lower()
+            in ("true", "1", "yes", "on") and not str(parsed.database or "").startswith("file:")):
+        # uri=true keeps a plain path's query in the file name: sqlite:///d/j.db?uri=true&x=1
+        # made a file named "j.db?x=1", and every check here looked at another file.
+        raise ValueError(f"--journal {shown}: uri=true needs a file: URI "
+                         "(sqlite:///file:/PATH?...&uri=true); for a plain path leave "
+                         "uri=true out")
     if read_only_url(parsed):
         # The tuner writes every trial to its journal. Without uri=true SQLAlchemy dropped
         # mode=ro with a warning and wrote anyway; with it, the first trial's write failed.
@@ -374,6 +390,11 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
                          "it); give a journal this user can write")
     if not path.parent.is_dir():  # SQLite creates the file, not its folder
         raise ValueError(f"--journal {shown}: folder {path.parent} does not exist")
+    if not _folder_writable(path.parent):
+        # SQLite makes its rollback journal beside the file at the first write: Optuna
+        # failed there ("attempt to write a readonly database"), after the set-up.
+        raise ValueError(f"--journal {shown}: this user may not create files in "
+                         f"{path.parent}, where SQLite keeps the file's rollback journal")
     journal = blocked_journal(path)
     if journal is not None:
         raise ValueError(f"--journal {shown}: {journal}, where SQLite keeps its rollback "

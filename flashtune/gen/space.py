@@ -79,6 +79,16 @@ class Config(Mapping[str, Any]):
             return default
         return default if where is None else self._items[where][1]
 
+    def __reduce__(self):
+        # Name and items only: the positions' map is shared in each process, not pickled.
+        return (_config_of_sorted, (self.space_name, self._items))
+
+    def __setstate__(self, state) -> None:
+        # A pickle made before configs had their positions' map (copyreg's slots state).
+        slots = state[1] if isinstance(state, tuple) else state
+        self.space_name, self._items = slots["space_name"], slots["_items"]
+        self._where = _positions(tuple(name for name, _ in self._items))
+
     @classmethod
     def _of_sorted(cls, space_name: str, items: tuple, where: dict[str, int]) -> "Config":
         """A config from items already sorted by name and their positions' map: the walk's
@@ -112,6 +122,11 @@ class Config(Mapping[str, Any]):
 
 
 _MAKE_TOKEN = object()
+
+
+def _config_of_sorted(space_name: str, items: tuple) -> Config:
+    """Unpickling: the config of items as a Config holds them (sorted by name)."""
+    return Config._of_sorted(space_name, items, _positions(tuple(name for name, _ in items)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -350,10 +350,12 @@ def _resume(study, search: _Search, space: SearchSpace, result: ProblemResult) -
         if not isinstance(t.user_attrs, dict):  # Optuna replays a journal's JSON unchecked
             raise _damaged(search.options.storage, t.number, study.study_name,
                            f"user_attrs must be a mapping, got {type(t.user_attrs).__name__}")
-        if t.state == TrialState.COMPLETE and type(t.value) not in (int, float):
+        values = t.values  # (t.value raises for two values or none)
+        if t.state == TrialState.COMPLETE and not (
+                isinstance(values, list) and len(values) == 1 and type(values[0]) in (int, float)):
             # TPE compares every completed trial's value: a string there was its TypeError.
             raise _damaged(search.options.storage, t.number, study.study_name,
-                           f"value must be a number, got {t.value!r}")
+                           f"a completed trial must hold one number, got values {values!r}")
         key = t.user_attrs.get("config")
         # A trial of another space (or no measurement of ours: a trial still asked) is not
         # this search's; type(key) first, as a list there is unhashable.
