@@ -108,6 +108,16 @@ def test_show_marks_stale_winners(fresh_db, capsys):
     assert "stale" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("family", ["F" * 16, "edited", "f" * 64])
+def test_show_does_not_call_an_edited_family_hash_stale(fresh_db, capsys, family):
+    # Review: any hash that was not today's read "stale: other templates or tunables",
+    # one of a form flashtune never writes included.
+    seed(fresh_db, "softmax", "float32", (8, 64), row_config(64), family_hash=family)
+    assert main(["show"]) == 0
+    out = capsys.readouterr().out
+    assert "not served: family hash edited" in out and "stale" not in out
+
+
 def test_clear_needs_yes(fresh_db, capsys):
     _seed_with_default_trial(fresh_db)
     assert main(["clear"]) == 1

@@ -72,6 +72,7 @@ def run(args) -> int:
     from ..dispatch.settings import as_set
     from ..dispatch.info import compact_config, current_device_info, database_location, database_missing
     from ..gen import current_family_hash
+    from ..gen.variants import of_another_family
 
     where, _ = database_location(args.db)
     missing = database_missing(args.db)
@@ -102,7 +103,11 @@ def run(args) -> int:
             shape = _bucket_text(bucket)
             config = compact_config(w.config)
             if w.family_hash != current[w.key.op]:
-                config += "  [stale: other templates or tunables]"
+                # Not served either way; a hash of another form than flashtune writes was
+                # edited, not tuned on other templates.
+                config += ("  [stale: other templates or tunables]"
+                           if of_another_family(w.key.op, w.family_hash)
+                           else "  [not served: family hash edited outside flashtune]")
             try:
                 check_key(w.key)
             except (TypeError, ValueError):  # the runtime and export skip it (op_winner_from_row)
