@@ -163,6 +163,8 @@ def _database_of_side_file(path: Path) -> Path | None:
 
 def load_winners(path: Any) -> list[dict[str, Any]]:
     """The file's rows as database values, every one validated (ValueError otherwise)."""
+    from ..gen.variants import of_another_family
+
     try:
         info = os.stat(path)
     except OSError as err:
@@ -212,7 +214,7 @@ def load_winners(path: Any) -> list[dict[str, Any]]:
             reason = clip(str(err), MAX_QUOTED_REASON)  # it may quote a value of any length
             # e.g. an older flashtune's export: a knob it lacked. A family hash of another
             # form than flashtune writes was edited: not said to be of other templates.
-            if of_other_templates(row) and _hash_as_flashtune_writes(row):
+            if of_other_templates(row) and of_another_family(row["op"], row["family_hash"]):
                 reason += (" (tuned on other templates, by another flashtune version: the "
                            "dispatcher would not use it; re-tune with this version)")
             label = f"winners[{index}]"
@@ -251,12 +253,6 @@ def of_other_templates(row: Any) -> bool:
         return False
     current, family = current_family_hash(row.get("op")), row.get("family_hash")
     return current is not None and isinstance(family, str) and family != current
-
-
-def _hash_as_flashtune_writes(row: dict) -> bool:
-    from ..gen.variants import of_another_family
-
-    return of_another_family(row.get("op"), row.get("family_hash"))
 
 
 def row_values(row: Any) -> dict[str, Any]:

@@ -352,21 +352,20 @@ def _check_sqlite_journal_file(url: str, shown: str) -> None:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - Optuna's open reports a bad URL
         return
-    if parsed.get_backend_name() == "sqlite":
-        # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
-        check_sqlite_host(parsed, f"--journal {shown}")
-    if (parsed.get_backend_name() == "sqlite" and str(parsed.query.get("uri", "")).lower()
-            in ("true", "1", "yes", "on") and not str(parsed.database or "").startswith("file:")):
-        # uri=true keeps a plain path's query in the file name: sqlite:///d/j.db?uri=true&x=1
-        # made a file named "j.db?x=1", and every check here looked at another file.
-        raise ValueError(f"--journal {shown}: uri=true needs a file: URI "
-                         "(sqlite:///file:/PATH?...&uri=true); for a plain path leave "
-                         "uri=true out")
     if read_only_url(parsed):
         # The tuner writes every trial to its journal. Without uri=true SQLAlchemy dropped
         # mode=ro with a warning and wrote anyway; with it, the first trial's write failed.
         raise ValueError(f"--journal {shown}: mode=ro opens it read-only, and the tuner "
                          "writes every trial to its journal; give the URL without ?mode=ro")
+    if parsed.get_backend_name() == "sqlite":
+        # sqlite://tmp/j.db, a slash short: said before _create_sqlite_file makes ./j.db
+        check_sqlite_host(parsed, f"--journal {shown}")
+        if "uri" in parsed.query:
+            # As --db refuses them (cache.engine): uri=true keeps a plain path's query in the
+            # file name (sqlite:///d/j.db?uri=true&x=1 made "j.db?x=1"), and a file: URI's
+            # path is not the file the checks below look at.
+            raise ValueError(f"--journal {shown}: SQLite URI filenames (uri=...) are not "
+                             "supported; give the file itself, e.g. sqlite:////abs/path/j.db")
     path = sqlite_file(parsed)
     if path is None:
         if parsed.get_backend_name() == "sqlite":

@@ -61,7 +61,7 @@ class Config(Mapping[str, Any]):
             raise TypeError("Config objects come from VariantSpace.validate(), not direct calls")
         self.space_name = space_name
         self._items = tuple(sorted(items))
-        self._where = _positions(tuple(name for name, _ in self._items))
+        self._where = _where_of(self._items)
 
     def __getitem__(self, key: str) -> Any:
         # By position, from a map shared by every config with these names: listing a problem's
@@ -87,7 +87,7 @@ class Config(Mapping[str, Any]):
         # A pickle made before configs had their positions' map (copyreg's slots state).
         slots = state[1] if isinstance(state, tuple) else state
         self.space_name, self._items = slots["space_name"], slots["_items"]
-        self._where = _positions(tuple(name for name, _ in self._items))
+        self._where = _where_of(self._items)
 
     @classmethod
     def _of_sorted(cls, space_name: str, items: tuple, where: dict[str, int]) -> "Config":
@@ -126,7 +126,11 @@ _MAKE_TOKEN = object()
 
 def _config_of_sorted(space_name: str, items: tuple) -> Config:
     """Unpickling: the config of items as a Config holds them (sorted by name)."""
-    return Config._of_sorted(space_name, items, _positions(tuple(name for name, _ in items)))
+    return Config._of_sorted(space_name, items, _where_of(items))
+
+
+def _where_of(items: tuple) -> dict[str, int]:
+    return _positions(tuple(name for name, _ in items))
 
 
 @functools.lru_cache(maxsize=256)
