@@ -184,13 +184,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     (else ValueError). Any strides, including
     (B, N, H, D) tensors viewed with ``transpose(1, 2)``, stride-0 ``expand`` views and slices.
     ``scale`` (a real number, or a 0-d real tensor as SDPA takes it; finite in float32)
-    defaults to 1/sqrt(D); scores are computed
-    in float32, in log2 units in the exp2 configs (the default): a finite score q.k x scale
-    beyond float32's max / log2(e), about 2.36e38 in magnitude, overflows there, and its row
-    comes back NaN (lse +inf) where SDPA's is finite. NaN/inf inputs propagate as in torch
-    SDPA's math path to every query that sees the key (a key scoring -inf just drops out). One difference: torch's math path
-    also spreads a NaN in k or v to queries for which that key is causally masked (a masked
-    NaN score stays NaN; 0 * NaN); here a NaN in k reaches only the queries that see its key
+    defaults to 1/sqrt(D); scores are computed in float32, in log2 units in the exp2 configs
+    (the default): a finite score q.k x scale beyond float32's max / log2(e), about 2.36e38
+    in magnitude, overflows there, and its row comes back NaN (lse +inf) where SDPA's is
+    finite. NaN/inf inputs propagate as in torch SDPA's math path to every query that sees
+    the key (a key scoring -inf just drops out). One difference: torch's math path also
+    spreads a NaN in k or v to queries for which that key is causally masked (a masked NaN
+    score stays NaN; 0 * NaN); here a NaN in k reaches only the queries that see its key
     (as SDPA's CPU flash path), and one in v at most the queries of the same tile besides.
 
     ``causal`` is bottom-right aligned when Nq != Nk (key c is masked for query r when

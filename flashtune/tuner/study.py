@@ -546,10 +546,10 @@ def _recheck(runner, finalists: list, rounds: int) -> tuple[list[Measurement], l
 
 def _finalists_in_time(search: _Search, required: int) -> int | None:
     """How many finalists the re-timing takes (None: all of them), unless the run's
-    --total-time is near its end. Then the fastest trial, the defaults and the stored winner (``required``)
-    and as many more as fit in the time left, each reckoned at the median trial's wall time
-    (a finalist's re-check on a second shape is another compile, as a trial is: an H100 took
-    18-25 s to re-check and re-time six finalists, thirty-ninth session)."""
+    --total-time is near its end. Then the fastest trial, the defaults and the stored winner
+    (``required``) and as many more as fit in the time left, each reckoned at the median
+    trial's wall time (a finalist's re-check on a second shape is another compile, as a trial
+    is: an H100 took 18-25 s to re-check and re-time six finalists, thirty-ninth session)."""
     if search.deadline is None or not search.trial_s:
         return None
     each = statistics.median(search.trial_s)
