@@ -827,7 +827,27 @@ def test_a_finish_past_the_total_time_re_times_only_the_fastest(deadline_s):
         assert finalists == [fastest]
 
 
-def test_total_time_caps_a_slow_worker_setup(tmp_path):
+def _listed_beforehand(monkeypatch):
+    """The softmax family's candidate listing, remembered per call: a test of how a 2 s total
+    is spent then pays for each listing once, before its clock starts. (Listed inside a 2 s
+    run on a loaded 2-core machine, 8x100's candidates took over 2 s, and the run ran out
+    before the step under test.)"""
+    from flashtune.tuner import families
+
+    fam = families.family("softmax")
+    cls = fam if isinstance(fam, type) else type(fam)
+    listing, listed = cls.candidates, {}
+
+    def remembered(*args):
+        if args not in listed:
+            listed[args] = listing(*args)
+        return listed[args]
+
+    monkeypatch.setattr(cls, "candidates", staticmethod(remembered))
+    return remembered
+
+
+def test_total_time_caps_a_slow_worker_setup(tmp_path, monkeypatch):
     """A worker's setup counts against --total-time: its wait is cut where the run's time ends
     (it waited up to setup_timeout_s, 600 s, whatever was left), the problem says why, and the
     problems after it are reported as not started."""
@@ -835,8 +855,13 @@ def test_total_time_caps_a_slow_worker_setup(tmp_path):
 
     from tuner_planted import SlowSetupAdapter
 
+    from flashtune.tuner.session import max_shared_bytes
+
+    list_beforehand = _listed_beforehand(monkeypatch)
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     problems = [PROBLEM, TuneProblem("softmax", SoftmaxProblem(8, 101, "float32"))]
+    for tp in problems:
+        list_beforehand(tp.op, tp.problem, "cpu", max_shared_bytes("cpu"))
     opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
                           isolate=True, progress=False, total_budget_s=2.0)
     t0 = time.monotonic()
@@ -890,9 +915,12 @@ class _SlowSetupRunner(LocalRunner):
         super().setup(task)
 
 
-def test_total_time_counts_the_setup_before_a_search(tmp_path):
+def test_total_time_counts_the_setup_before_a_search(tmp_path, monkeypatch):
     """A setup that used most of the run's time leaves the search only what is left: the
     search's share was reckoned before the setup, and it ran that long after it."""
+    from flashtune.tuner.session import max_shared_bytes
+
+    _listed_beforehand(monkeypatch)(PROBLEM.op, PROBLEM.problem, "cpu", max_shared_bytes("cpu"))
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     opts = SessionOptions(tune=TuneOptions(n_trials=1000, patience=None, top_k=1,
                                            retime_rounds=1),

@@ -52,44 +52,99 @@ MAX_COLS = 2**31 - 2**23
 NARROW_ROW_TILES = {1: (512, 2), 2: (512, 4), 4: (128, 4), 8: (64, 2)}
 
 
-def _regime_canonical(cfg: Mapping[str, Any]) -> str | None:
-    """Knobs a regime does not use are pinned, so no two configs render the same kernel."""
-    regime = cfg["regime"]
-    if regime != "row" and cfg["rows_per_program"] != 1:
+# Knobs a regime does not use are pinned, so that no two configs render the same kernel. One
+# small constraint per rule, in the order validate reports them: the walk of the space
+# (VariantSpace._walk) settles each rule as soon as the few knobs it reads are chosen, where one
+# function reading a dozen knobs stayed open, and was asked again, down to the last knob (most
+# of the forward walk's 4.3 s). Each rule reads its deciding knobs first for the same reason.
+def _rows_outside_row(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] != "row" and cfg["rows_per_program"] != 1:
         return "rows_per_program must be 1 outside the row regime"
+    return None
+
+
+def _splits_of_regime(cfg: Mapping[str, Any]) -> str | None:
+    regime = cfg["regime"]
     if regime in SPLITTING_REGIMES and cfg["splits"] < 2:
         return f"the {regime} regime needs splits >= 2"
     if regime not in SPLITTING_REGIMES and cfg["splits"] != 1:
         return "splits must be 1 outside the split and coop regimes"
-    if regime in HOLDING_REGIMES:
-        if cfg["num_stages"] != 1:
-            return f"the {regime} regime has no loop to pipeline: num_stages must be 1"
-        if (cfg["l2_hint"] or cfg["lane_stats"] or cfg.get("max_pass", False)
-                or cfg.get("vector_stats", False)):
-            return (f"l2_hint, lane_stats, vector_stats and max_pass apply to chunk loops only "
-                    f"({regime} regime: False)")
-    if regime != "online" and cfg.get("resident", 0):
+    return None
+
+
+def _holding_has_no_stages(cfg: Mapping[str, Any]) -> str | None:
+    regime = cfg["regime"]
+    if regime in HOLDING_REGIMES and cfg["num_stages"] != 1:
+        return f"the {regime} regime has no loop to pipeline: num_stages must be 1"
+    return None
+
+
+def _holding_has_no_loop_stats(cfg: Mapping[str, Any]) -> str | None:
+    regime = cfg["regime"]
+    if regime in HOLDING_REGIMES and (cfg["l2_hint"] or cfg["lane_stats"]
+                                      or cfg.get("max_pass", False)
+                                      or cfg.get("vector_stats", False)):
+        return (f"l2_hint, lane_stats, vector_stats and max_pass apply to chunk loops only "
+                f"({regime} regime: False)")
+    return None
+
+
+def _resident_online_only(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] != "online" and cfg.get("resident", 0):
         return "resident columns exist only in the online regime (0 otherwise)"
-    if cfg.get("align", False):
-        if regime not in ALIGNING_REGIMES:
-            return "align applies to the online and split regimes only (False otherwise)"
-        if cfg.get("resident", 0):
-            return "align walks the row from its first chunk: resident must be 0"
-    if cfg.get("fused", False) and regime != "split":
+    return None
+
+
+def _align_of_loops(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] not in ALIGNING_REGIMES and cfg.get("align", False):
+        return "align applies to the online and split regimes only (False otherwise)"
+    return None
+
+
+def _align_without_resident(cfg: Mapping[str, Any]) -> str | None:
+    if cfg.get("resident", 0) and cfg.get("align", False):
+        return "align walks the row from its first chunk: resident must be 0"
+    return None
+
+
+def _fused_split_only(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["regime"] != "split" and cfg.get("fused", False):
         return "fused applies to the split regime only (False otherwise)"
-    if cfg.get("programs_per_sm", 0) and not cfg.get("fused", False):
+    return None
+
+
+def _persistent_is_fused(cfg: Mapping[str, Any]) -> str | None:
+    if not cfg.get("fused", False) and cfg.get("programs_per_sm", 0):
         return "programs_per_sm applies to the fused split regime only (0 otherwise)"
-    if cfg.get("paired_loads", False):
-        if not cfg.get("programs_per_sm", 0):
-            return "paired_loads applies to the persistent split only (programs_per_sm > 0)"
-        if cfg["lane_stats"] or cfg.get("vector_stats", False) or cfg.get("max_pass", False):
-            return ("paired_loads takes one chunk's plain statistics: lane_stats, vector_stats "
-                    "and max_pass must be False")
-    if cfg.get("max_pass", False) and cfg["lane_stats"]:
+    return None
+
+
+def _paired_is_persistent(cfg: Mapping[str, Any]) -> str | None:
+    if not cfg.get("programs_per_sm", 0) and cfg.get("paired_loads", False):
+        return "paired_loads applies to the persistent split only (programs_per_sm > 0)"
+    return None
+
+
+def _paired_plain_stats(cfg: Mapping[str, Any]) -> str | None:
+    if ((cfg["lane_stats"] or cfg.get("vector_stats", False) or cfg.get("max_pass", False))
+            and cfg.get("paired_loads", False)):
+        return ("paired_loads takes one chunk's plain statistics: lane_stats, vector_stats "
+                "and max_pass must be False")
+    return None
+
+
+def _one_stats_form(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["lane_stats"] and cfg.get("max_pass", False):
         return "max_pass computes the sum against the final max: lane_stats must be False"
-    if cfg.get("vector_stats", False) and (cfg["lane_stats"] or cfg.get("max_pass", False)):
+    if (cfg["lane_stats"] or cfg.get("max_pass", False)) and cfg.get("vector_stats", False):
         return "vector_stats is a loop statistics form of its own: lane_stats and max_pass must be False"
     return None
+
+
+_REGIME_CANONICAL = (_rows_outside_row, _splits_of_regime, _holding_has_no_stages,
+                     _holding_has_no_loop_stats, _resident_online_only, _align_of_loops,
+                     _align_without_resident, _fused_split_only, _persistent_is_fused,
+                     _paired_is_persistent, _paired_plain_stats, _one_stats_form)
 
 
 def _tile_fits(cfg: Mapping[str, Any]) -> str | None:
@@ -127,7 +182,7 @@ _COMMON = (
           "evict_last on the first pass, evict_first on the last (and on forward output stores)"),
 )
 
-_CONSTRAINTS = (_regime_canonical, _tile_fits, _threads_have_work)
+_CONSTRAINTS = _REGIME_CANONICAL + (_tile_fits, _threads_have_work)
 # 2: row tiles below 16 columns and up to 512 rows per program (twenty-third session). Winners
 # tuned before could not pick them (rows of 1-8 columns kept a 16-column tile, up to 2.8x
 # slower than the new default), so they are winners of another family now (VariantSpace).
