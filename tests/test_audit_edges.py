@@ -156,6 +156,26 @@ def test_a_password_with_a_space_stays_out_of_env_and_messages(capsys, monkeypat
     assert messages and not any("hunter" in m or "two" in m for m in messages), messages
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_flashtune_db_is_not_named_when_the_default_file_cannot_be_read(
+        monkeypatch, blank):
+    # Review (session 41): FLASHTUNE_DB set but blank means the default file, as README says;
+    # where the cache folder could not be named, the warning still blamed "FLASHTUNE_DB=''".
+    from flashtune.cache.runtime import read_runtime_winners
+    from flashtune.cache.keys import DeviceInfo
+
+    monkeypatch.setattr(once, "_said", {})  # each case's notice is the same, said once
+    monkeypatch.setenv("FLASHTUNE_DB", blank)
+    monkeypatch.setenv("FLASHTUNE_CACHE_DIR", "~no_such_user_of_flashtune/cache")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert read_runtime_winners(DeviceInfo("GPU", "9.0", 132, "3.6.0")) == []
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert messages and all("FLASHTUNE_DB" not in m for m in messages), messages
+    assert "winner database in the cache folder could not be read" in messages[0], messages
+    assert "cannot expand" in messages[0], messages
+
+
 def test_a_password_in_the_url_query_stays_out_of_env_and_messages(capsys, monkeypatch):
     # `flashtune env` (whose output goes into bug reports) and every error message printed
     # FLASHTUNE_DB=postgresql+psycopg2://u@h/db?password=secretpw as given

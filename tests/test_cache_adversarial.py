@@ -521,9 +521,31 @@ def test_import_refuses_what_is_not_a_regular_file(tmp_path, capsys):
 
 def test_a_folder_given_as_the_database_is_named_a_folder(tmp_path, capsys):
     # Defect (audit): show and clear said "no winner database at DIR" (export: "a folder").
-    for command in ("show", "clear"):
-        rc, out, _ = _cli(capsys, command, "--db", str(tmp_path))
-        assert rc == 0 and f"{tmp_path} (a folder)" in out, out
+    # Review (session 41): and exit status 0 with "run `flashtune tune` first", which then
+    # refused the folder; README keeps status 0 for a database that does not exist yet.
+    for command in ("show", "clear", "export"):
+        args = [str(tmp_path / "o.json")] if command == "export" else []
+        rc, out, err = _cli(capsys, command, *args, "--db", str(tmp_path))
+        assert rc == 2 and f"{tmp_path} is a folder, not a winner database file" in err, err
+        assert "flashtune tune" not in err and not out, (out, err)
+        _one_line_error(err, command)
+
+
+@PIPES
+def test_a_pipe_or_device_given_as_the_database_is_named_so(tmp_path, capsys):
+    # Review (session 41): show and clear called a named pipe or /dev/null at --db "no winner
+    # database" (status 0, "run `flashtune tune` first"), where tune refused it (status 2).
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for target in (str(pipe), os.devnull):
+        for command in ("show", "clear", "tune"):
+            args = ["--interpret", "--problem", "softmax:float32:4x100"] if command == "tune" else []
+            with within(20):
+                rc, out, err = _cli(capsys, command, *args, "--db", target)
+            assert rc == 2 and f"{target} is not a regular file" in err, (command, target, err)
+            assert "run `flashtune tune`" not in err, err
+            _one_line_error(err, command)
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)  # left as it was
 
 
 @PIPES

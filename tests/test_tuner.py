@@ -707,6 +707,26 @@ class _SlowRetimeRunner(LocalRunner):
         return super().retime(raw_configs, rounds)
 
 
+def test_canonical_key_of_a_config_is_its_sorted_json():
+    """canonical() encodes a Config's items as they are (sorted by name when it was made): the
+    key must be the sorted-keys JSON of any mapping with the same items, journals and memo
+    keys of earlier runs included."""
+    import json
+    import random
+
+    from flashtune.gen.attention_space import SPACE as ATTENTION_SPACE
+    from flashtune.gen.softmax_space import BACKWARD_SPACE, FORWARD_SPACE
+
+    rng = random.Random(0)
+    for space in (FORWARD_SPACE, BACKWARD_SPACE, ATTENTION_SPACE):
+        configs = list(space.exhaustive())
+        for config in rng.sample(configs, 200):
+            expected = json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
+            shuffled = dict(rng.sample(list(config.items()), len(config)))
+            assert canonical(config) == canonical(shuffled) == expected
+            assert canonical(space.validate(shuffled)) == expected
+
+
 def test_total_time_counts_retiming_and_reports_problems_it_leaves_out(tmp_path):
     """--total-time bounds the whole run: each search leaves room for the re-timing measured on
     earlier problems, and problems that get no time are reported untuned, not run late."""

@@ -81,10 +81,11 @@ class TuneDB:
             raise CacheError(f"winner database {path} {unseen}; {other_database(self._given)}")
         if path is not None and read_only:
             why = no_file_there(path)
+            if why == "missing":
+                raise CacheError(f"no winner database at {path} (run `flashtune tune` first)")
             if why is not None:
-                raise CacheError(f"no winner database at {path}"
-                                 + (" (a folder)" if why == "a folder" else "")
-                                 + " (run `flashtune tune` first)")
+                raise CacheError(f"{path} is {why}, not a winner database file; give the path "
+                                 "of a file (--db, or FLASHTUNE_DB)")
         journal = blocked_journal(path) if path is not None else None
         if journal is not None:  # SQLite would wait on a pipe there forever (see blocked_journal)
             raise CacheError(f"cannot open {path}: {journal}, where SQLite keeps its rollback "

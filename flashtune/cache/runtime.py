@@ -125,7 +125,9 @@ def _where(url: Any) -> str:
         return display(resolve_url(url))
     except Exception:  # noqa: BLE001 - an unparsable URL: name what was given (no password)
         given = url if url is not None else os.environ.get(DB_ENV)
-        if given is None:  # the default file, in a cache folder that cannot be named
+        # The default file, in a cache folder that cannot be named: FLASHTUNE_DB unset, or set
+        # but blank (resolve_url reads that as unset too).
+        if given is None or (url is None and not given.strip()):
             return "in the cache folder"
         # the URL's password hidden before repr escapes it (a space or tab in it is kept)
         shown = (repr(hide_url_password(given)) if isinstance(given, str)

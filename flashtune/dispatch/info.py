@@ -24,17 +24,18 @@ def database_location(url: Any = None) -> tuple[str, str | None]:
 
 
 def database_missing(url: Any = None) -> str | None:
-    """The SQLite file's path when it does not exist (opening it would create it), else None.
-    Something else at that path (a folder, a device) is named as such. A path that cannot
-    be looked at (a link loop, a folder on it this user may not search) is not missing: None,
-    and opening it (TuneDB) raises a CacheError that says why."""
+    """The SQLite file's path when it does not exist yet (opening it would create it), else
+    None. Something else at that path (a folder, a pipe, a device) is not missing, and neither
+    is a path that cannot be looked at (a link loop, a folder on it this user may not search):
+    None, and opening it (TuneDB) raises a CacheError that says why. (show and clear said "no
+    winner database at DIR (a folder)" and exit status 0, and advised `flashtune tune`, which
+    then refused the path.)"""
     from ..cache.engine import no_file_there, why_unseen
 
     _, path = database_location(url)
-    why = no_file_there(path) if path is not None else None
-    if why is None or (why == "missing" and why_unseen(path) is not None):
+    if path is None or no_file_there(path) != "missing" or why_unseen(path) is not None:
         return None
-    return path if why == "missing" else f"{path} ({why})"
+    return path
 
 
 def compact_config(config: dict) -> str:
