@@ -16,7 +16,8 @@ import pytest
 from flashtune import once
 from flashtune.gen import ConfigError, load_variant, render_variant, source_path
 from flashtune.gen import loader as loader_mod
-from flashtune.gen.space import Param, VariantSpace
+from flashtune.gen.attention_space import SPACE as ATTENTION_SPACE
+from flashtune.gen.space import Config, Param, VariantSpace
 from flashtune.gen import render as render_mod
 from flashtune.gen.softmax_space import (BACKWARD_SPACE, FORWARD_SPACE, HOLDING_REGIMES,
                                          MAX_FUSED_SPLITS, MAX_HELD_PER_THREAD,
@@ -91,15 +92,16 @@ def test_an_op_that_is_not_ours_is_a_value_error_naming_it(entry, op):
         call(op) if entry in ("op_spec", "template_family_hash") else call(op, GOOD)
 
 
-@pytest.mark.parametrize("space", [FORWARD_SPACE, BACKWARD_SPACE], ids=lambda s: s.name)
+@pytest.mark.parametrize("space", [FORWARD_SPACE, BACKWARD_SPACE, ATTENTION_SPACE],
+                         ids=lambda s: s.name)
 def test_every_walked_config_is_valid_and_distinct(space):
     """The walk does not ask a constraint again once it has accepted a partial choice, not even
     of the complete configs: each one must still pass validate's every constraint."""
     configs = list(space.exhaustive())
     assert len(configs) == len(set(configs)) > 100
     # validate's rule, without building a Config per config (is_valid: 4x slower here).
-    raws = [c.as_dict() for c in configs]
-    assert not [raw for raw in raws if any(rule(raw) is not None for rule in space.constraints)]
+    assert not [raw for raw in map(Config.as_dict, configs)
+                if any(rule(raw) is not None for rule in space.constraints)]
     assert all(space.is_valid(dict(c)) for c in configs[:: max(1, len(configs) // 2000)])
 
 
@@ -163,8 +165,6 @@ def test_pruned_enumeration_equals_the_filtered_product(constraints):
 
 
 def test_pruned_enumeration_of_the_real_spaces():
-    from flashtune.gen.attention_space import SPACE as ATTENTION_SPACE
-
     for space in (BACKWARD_SPACE, ATTENTION_SPACE):
         assert [dict(c) for c in space.exhaustive()] == _brute_force(space)
     # The forward product is 211M configs, too many to filter one by one in CI (50M took four

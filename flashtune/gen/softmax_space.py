@@ -56,7 +56,8 @@ NARROW_ROW_TILES = {1: (512, 2), 2: (512, 4), 4: (128, 4), 8: (64, 2)}
 # small constraint per rule, in the order validate reports them: the walk of the space
 # (VariantSpace._walk) settles each rule as soon as the few knobs it reads are chosen, where one
 # function reading a dozen knobs stayed open, and was asked again, down to the last knob (most
-# of the forward walk's 4.3 s). Each rule reads its deciding knobs first for the same reason.
+# of the forward walk's 4.3 s). Each rule reads its knobs in the walk's order (the space's
+# order of tunables), so that it is settled as early as it can be.
 def _rows_outside_row(cfg: Mapping[str, Any]) -> str | None:
     if cfg["regime"] != "row" and cfg["rows_per_program"] != 1:
         return "rows_per_program must be 1 outside the row regime"
@@ -81,9 +82,9 @@ def _holding_has_no_stages(cfg: Mapping[str, Any]) -> str | None:
 
 def _holding_has_no_loop_stats(cfg: Mapping[str, Any]) -> str | None:
     regime = cfg["regime"]
-    if regime in HOLDING_REGIMES and (cfg["l2_hint"] or cfg["lane_stats"]
-                                      or cfg.get("max_pass", False)
-                                      or cfg.get("vector_stats", False)):
+    if regime in HOLDING_REGIMES and (cfg["lane_stats"] or cfg["l2_hint"]
+                                      or cfg.get("vector_stats", False)
+                                      or cfg.get("max_pass", False)):
         return (f"l2_hint, lane_stats, vector_stats and max_pass apply to chunk loops only "
                 f"({regime} regime: False)")
     return None
@@ -136,7 +137,7 @@ def _paired_plain_stats(cfg: Mapping[str, Any]) -> str | None:
 def _one_stats_form(cfg: Mapping[str, Any]) -> str | None:
     if cfg["lane_stats"] and cfg.get("max_pass", False):
         return "max_pass computes the sum against the final max: lane_stats must be False"
-    if (cfg["lane_stats"] or cfg.get("max_pass", False)) and cfg.get("vector_stats", False):
+    if cfg.get("vector_stats", False) and (cfg["lane_stats"] or cfg.get("max_pass", False)):
         return "vector_stats is a loop statistics form of its own: lane_stats and max_pass must be False"
     return None
 

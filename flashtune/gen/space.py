@@ -182,11 +182,14 @@ class _PartialConfig(Mapping):
         raise _Undecided("len of a partial config")
 
 # A constraint returns None when the config is fine, else a message saying what is wrong.
-# VariantSpace.exhaustive() also runs it on partial choices to cut branches early, which is
-# sound for constraints written as pure functions of the tunables they read through
-# cfg[name], cfg.get(name, default) or `name in cfg` (a read of a tunable not chosen yet
-# stops the call). A constraint must not judge the mapping's type or iterate over it to
-# reject a config: on a partial choice that could cut valid branches.
+# VariantSpace.exhaustive() also runs it on partial choices, which is sound for constraints
+# written as pure functions of the tunables they read through cfg[name], cfg.get(name,
+# default) or `name in cfg` (a read of a tunable not chosen yet stops the call). The walk
+# trusts both answers on a partial choice: a rejection cuts the branch, and an acceptance
+# holds for every completion (the constraint is not asked again, not even of the complete
+# configs). So a constraint must not judge the mapping's type, iterate over it or catch
+# BaseException (the stop is one): that could cut valid branches, or let invalid configs
+# into exhaustive(), which builds its configs without validate.
 Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
 
@@ -278,9 +281,10 @@ class VariantSpace:
         that choice, not even of the complete ones. A complete choice is judged on a plain
         dict, as ``validate`` judges it, by the constraints still open there (those that need
         the last tunable, or could not be judged on a partial choice); that skips most of the
-        calls, which were most of the walk's time. The tests check every walked config with
-        ``validate``. (Values are collected as tuples straight from the choice: building a
-        Config per config and reading it back took most of the walk's 7-11 s.)
+        calls, which were most of the walk's time. The tests judge every walked config of
+        the shipped spaces by every constraint. (Values are collected as tuples straight from
+        the choice: building a Config per config and reading it back took most of the walk's
+        7-11 s.)
         """
         names = self.names
         choices = [p.exhaustive for p in self.params]
