@@ -847,24 +847,33 @@ def test_a_finish_past_the_total_time_re_times_only_the_fastest(deadline_s):
         assert finalists == [fastest]
 
 
+def _wrap_softmax_listing(monkeypatch, wrap):
+    """The softmax family's candidate listing replaced by ``wrap(listing)``, which is returned."""
+    from flashtune.tuner import families
+
+    fam = families.family("softmax")
+    cls = fam if isinstance(fam, type) else type(fam)
+    wrapped = wrap(cls.candidates)
+    monkeypatch.setattr(cls, "candidates", staticmethod(wrapped))
+    return wrapped
+
+
 def _listed_beforehand(monkeypatch):
     """The softmax family's candidate listing, remembered per call: a test of how a 2 s total
     is spent then pays for each listing once, before its clock starts. (Listed inside a 2 s
     run on a loaded 2-core machine, 8x100's candidates took over 2 s, and the run ran out
     before the step under test.)"""
-    from flashtune.tuner import families
+    def remembering(listing):
+        listed = {}
 
-    fam = families.family("softmax")
-    cls = fam if isinstance(fam, type) else type(fam)
-    listing, listed = cls.candidates, {}
+        def remembered(*args):
+            if args not in listed:
+                listed[args] = listing(*args)
+            return listed[args]
 
-    def remembered(*args):
-        if args not in listed:
-            listed[args] = listing(*args)
-        return listed[args]
+        return remembered
 
-    monkeypatch.setattr(cls, "candidates", staticmethod(remembered))
-    return remembered
+    return _wrap_softmax_listing(monkeypatch, remembering)
 
 
 def test_total_time_caps_a_slow_worker_setup(tmp_path, monkeypatch):
@@ -902,17 +911,14 @@ def test_total_time_spent_listing_is_not_blamed_on_the_worker(tmp_path, monkeypa
     set up", which had been ready for seconds."""
     import time
 
-    from flashtune.tuner import families
+    def slowed(listing):
+        def slow_listing(*args, **kwargs):
+            time.sleep(2.5)
+            return listing(*args, **kwargs)
 
-    fam = families.family("softmax")
-    cls = fam if isinstance(fam, type) else type(fam)
-    listing = cls.candidates
+        return slow_listing
 
-    def slow_listing(*args, **kwargs):
-        time.sleep(2.5)
-        return listing(*args, **kwargs)
-
-    monkeypatch.setattr(cls, "candidates", staticmethod(slow_listing))
+    _wrap_softmax_listing(monkeypatch, slowed)
     db = TuneDB(f"sqlite:///{tmp_path / 't.sqlite'}")
     opts = SessionOptions(tune=TuneOptions(n_trials=2, top_k=1, retime_rounds=1), timing=FAST,
                           isolate=True, progress=False, total_budget_s=2.0)

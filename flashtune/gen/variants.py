@@ -6,8 +6,8 @@ Tests, the tuner and the dispatcher all go through ``run_variant``.
 from __future__ import annotations
 
 import functools
-import re
 import hashlib
+import re
 from types import ModuleType
 from typing import Any, Mapping
 
